@@ -1,0 +1,19 @@
+import { z } from 'zod';
+import { InvalidRequestError } from '../core/errors.js';
+
+/**
+ * Parse a request body (or query) against its schema once, at the boundary.
+ * The first issue becomes a 400 whose `param` is the dotted field path, so a
+ * client sees exactly which field was wrong.
+ */
+export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const param = issue.path.length > 0 ? issue.path.map(String).join('.') : null;
+  const where = param ? `'${param}'` : 'request body';
+  throw new InvalidRequestError(`Invalid ${where}: ${issue.message}`, {
+    param,
+    code: issue.code === 'invalid_type' && issue.input === undefined ? 'missing_required_parameter' : 'invalid_value',
+  });
+}

@@ -1,0 +1,52 @@
+import { Command, CommanderError } from 'commander';
+import { createRequire } from 'node:module';
+import { EXIT_USAGE, reportError } from './errors.js';
+import { listCommand } from './commands/list.js';
+import { ocrCommand } from './commands/ocr.js';
+import { pullCommand } from './commands/pull.js';
+import { rmCommand } from './commands/rm.js';
+import { runCommand } from './commands/run.js';
+import { serveCommand } from './commands/serve.js';
+import { speakCommand } from './commands/speak.js';
+import { transcribeCommand } from './commands/transcribe.js';
+
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+export function buildProgram(): Command {
+  const program = new Command('lserve')
+    .description('Local model inference: chat, embeddings, rerank, OCR, speech and images behind OpenAI/Anthropic-compatible APIs.')
+    .version(version)
+    .option('--home <dir>', 'where models are stored (default $LSERVE_HOME or ~/.lserve)')
+    .option('--verbose', 'log engine activity and full error traces')
+    .showHelpAfterError('(run with --help for usage)');
+  for (const command of [pullCommand(), listCommand(), rmCommand(), runCommand(), transcribeCommand(), speakCommand(), ocrCommand(), serveCommand()]) {
+    program.addCommand(command);
+  }
+  // Usage errors exit 2 (commander uses 1 by default); help and version exit 0.
+  const exitOverride = (cmd: Command) => {
+    cmd.exitOverride((err: CommanderError) => {
+      throw err;
+    });
+    cmd.commands.forEach(exitOverride);
+  };
+  exitOverride(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return process.exitCode === undefined ? 0 : Number(process.exitCode);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return 0;
+      return EXIT_USAGE;
+    }
+    return reportError(error, Boolean(program.opts().verbose));
+  }
+}
+
+const code = await main(process.argv);
+// `serve` keeps running until a signal; everything else exits with its code.
+if (code !== 0) process.exit(code);

@@ -1,0 +1,30 @@
+import type { InstalledModel } from './store.js';
+
+/**
+ * The contract between the engine and a runtime. A backend module exports a
+ * Loader per model kind it serves; a loaded model is a runtime-owned object
+ * that the kind's task module knows how to drive.
+ */
+export interface LoadedModel {
+  /** Resident memory this model holds, in bytes (an estimate is fine). */
+  readonly memoryBytes: number;
+  dispose(): Promise<void>;
+}
+
+export interface LoadOptions {
+  /** CPU threads the runtime may use; 0 lets the runtime decide. */
+  threads: number;
+}
+
+export interface Loader<M extends LoadedModel = LoadedModel> {
+  load(model: InstalledModel, options: LoadOptions): Promise<M>;
+  /** Memory the model will need once loaded; defaults to the size of its files. */
+  estimateMemory?(model: InstalledModel): number;
+}
+
+/** Loaders keyed by `${backend}:${kind}`, e.g. `onnx:ocr` or `llama:chat`. */
+export type LoaderTable = Record<string, () => Promise<Loader>>;
+
+export function loaderKey(backend: string, kind: string): string {
+  return `${backend}:${kind}`;
+}

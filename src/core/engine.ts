@@ -1,0 +1,117 @@
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Catalog, DEFAULT_CATALOG_PATH, isBundled, type ModelKind } from './catalog.js';
+import { InvalidRequestError, ModelNotFoundError, ServerError } from './errors.js';
+import { ModelManager, type Lease } from './manager.js';
+import { ModelStore, defaultHome, type InstalledModel } from './store.js';
+import { loaderKey, type LoadedModel, type LoaderTable } from './backend.js';
+import { defaultLoaders } from './loaders.js';
+
+/**
+ * The one engine instance that `serve` and every CLI command create and pass
+ * down: catalog + store + model manager. Tasks (core/tasks/*) take it as
+ * their first argument; nothing reaches it through a global.
+ */
+
+export interface EngineOptions {
+  home: string;
+  catalogPath: string;
+  keepAliveMs: number;
+  maxMemoryBytes: number;
+  maxLoaded: number;
+  threads: number;
+  /** Concurrent sequences per chat model. */
+  parallel: number;
+  /** Requests allowed to wait for a busy model before 503. */
+  maxQueue: number;
+  loaders: LoaderTable;
+  log: (message: string) => void;
+}
+
+export function defaultEngineOptions(): EngineOptions {
+  return {
+    home: defaultHome(),
+    catalogPath: fileURLToPath(DEFAULT_CATALOG_PATH),
+    keepAliveMs: 5 * 60_000,
+    maxMemoryBytes: Math.floor(os.totalmem() * 0.6),
+    maxLoaded: 3,
+    threads: 0,
+    parallel: 4,
+    maxQueue: 64,
+    loaders: defaultLoaders,
+    log: () => {},
+  };
+}
+
+export class Engine {
+  readonly catalog: Catalog;
+  readonly store: ModelStore;
+  readonly manager: ModelManager;
+  readonly options: EngineOptions;
+
+  constructor(options: Partial<EngineOptions> = {}) {
+    this.options = { ...defaultEngineOptions(), ...options };
+    this.catalog = Catalog.load(this.options.catalogPath);
+    this.store = new ModelStore(this.options.home, this.catalog);
+    this.manager = new ModelManager(
+      {
+        keepAliveMs: this.options.keepAliveMs,
+        maxMemoryBytes: this.options.maxMemoryBytes,
+        maxLoaded: this.options.maxLoaded,
+        load: { threads: this.options.threads },
+        log: this.options.log,
+      },
+      async (model) => {
+        const key = loaderKey(model.entry.backend, model.entry.kind);
+        const loader = this.options.loaders[key];
+        if (!loader) throw new ServerError(`No runtime for ${key} models is available in this build (model '${model.id}')`);
+        return loader();
+      },
+    );
+  }
+
+  /**
+   * Finds an installed model of one of `kinds` by id or alias. Unknown and
+   * not-installed models are 404s that say how to pull; a model of another
+   * kind is a 400 that says which kind it is.
+   */
+  async resolve(name: string, kinds: readonly ModelKind[], param = 'model'): Promise<InstalledModel> {
+    const installed = await this.store.resolve(name);
+    if (!installed) {
+      const entry = this.catalog.get(name);
+      if (entry && !isBundled(entry)) {
+        throw new ModelNotFoundError(`Model '${name}' is not installed. Run \`lserve pull ${entry.id}\` to download it.`, param);
+      }
+      const close = this.catalog.suggest(name);
+      const hint = close.length ? ` Did you mean ${close.map((c) => `'${c}'`).join(', ')}?` : '';
+      throw new ModelNotFoundError(`Model '${name}' does not exist.${hint} Run \`lserve list --all\` to see available models.`, param);
+    }
+    if (!kinds.includes(installed.entry.kind)) {
+      throw new InvalidRequestError(
+        `Model '${name}' is a ${installed.entry.kind} model; this endpoint needs a ${kinds.join(' or ')} model.`,
+        { param, code: 'wrong_model_kind' },
+      );
+    }
+    return installed;
+  }
+
+  /** Resolves and loads a model, returning a lease the caller must release. */
+  async acquire<M extends LoadedModel>(name: string, kinds: readonly ModelKind[], options: { keepAliveMs?: number } = {}): Promise<Lease<M>> {
+    const installed = await this.resolve(name, kinds);
+    return this.manager.acquire<M>(installed, options.keepAliveMs);
+  }
+
+  /** Runs `fn` with a loaded model and always releases it. */
+  async withModel<M extends LoadedModel, T>(name: string, kinds: readonly ModelKind[], fn: (model: M, installed: InstalledModel) => Promise<T>): Promise<T> {
+    const lease = await this.acquire<M>(name, kinds);
+    try {
+      return await fn(lease.model, lease.installed);
+    } finally {
+      lease.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.manager.close();
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * One typed hierarchy for every failure the engine reports. Each class carries
+ * the HTTP status and OpenAI error `type` it maps to, so routes only throw and
+ * one middleware renders (see src/http/errors.ts).
+ */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'not_found_error'
+  | 'overloaded_error'
+  | 'server_error';
+
+export interface ErrorDetails {
+  code?: string | null;
+  param?: string | null;
+  cause?: unknown;
+}
+
+export class LserveError extends Error {
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly code: string | null;
+  readonly param: string | null;
+
+  constructor(status: number, type: ErrorType, message: string, details: ErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = new.target.name;
+    this.status = status;
+    this.type = type;
+    this.code = details.code ?? null;
+    this.param = details.param ?? null;
+  }
+}
+
+/** 400: the request is malformed or names a value the engine cannot honour. */
+export class InvalidRequestError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(400, 'invalid_request_error', message, { code: 'invalid_request', ...details });
+  }
+}
+
+/** 400: a parameter that is valid in the API but not supported by this model or engine. */
+export class UnsupportedError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(400, 'invalid_request_error', message, { code: 'unsupported_parameter', ...details });
+  }
+}
+
+export class AuthenticationError extends LserveError {
+  constructor(message = 'Invalid or missing API key.') {
+    super(401, 'authentication_error', message, { code: 'invalid_api_key' });
+  }
+}
+
+export class NotFoundError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(404, 'not_found_error', message, { code: 'not_found', ...details });
+  }
+}
+
+/** 404 for an unknown or not-installed model; the message says how to get it. */
+export class ModelNotFoundError extends NotFoundError {
+  constructor(message: string, param = 'model') {
+    super(message, { code: 'model_not_found', param });
+  }
+}
+
+export class PayloadTooLargeError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(413, 'invalid_request_error', message, { code: 'payload_too_large', ...details });
+  }
+}
+
+/** 415: an image or audio payload that cannot be decoded. */
+export class UnsupportedMediaError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(415, 'invalid_request_error', message, { code: 'unsupported_media', ...details });
+  }
+}
+
+export class OverloadedError extends LserveError {
+  constructor(message = 'The server is busy; the request queue is full. Retry later.') {
+    super(503, 'overloaded_error', message, { code: 'overloaded' });
+  }
+}
+
+/** 500: a real fault inside the engine (never used for bad input). */
+export class ServerError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(500, 'server_error', message, { code: 'server_error', ...details });
+  }
+}
+
+/** Failures of the model store and downloads; the CLI prints these verbatim. */
+export class StoreError extends LserveError {
+  constructor(message: string, code: string, cause?: unknown) {
+    super(500, 'server_error', message, { code, cause });
+  }
+}
+
+export function isLserveError(value: unknown): value is LserveError {
+  return value instanceof LserveError;
+}

@@ -1,0 +1,8 @@
+import type { LoaderTable } from './backend.js';
+
+/**
+ * The runtimes this build ships, keyed by `${backend}:${kind}`. Backends are
+ * imported lazily so that `lserve list` or a server that only does OCR never
+ * pays for loading node-llama-cpp.
+ */
+export const defaultLoaders: LoaderTable = {};

@@ -1,0 +1,187 @@
+import type { LoadedModel, Loader, LoadOptions } from './backend.js';
+import type { InstalledModel } from './store.js';
+
+/**
+ * Loads models on demand and keeps them while they are useful: a keep-alive
+ * after last use, least-recently-used eviction under a memory budget and a
+ * maximum count, never evicting a model that is serving a request, and one
+ * load per model however many requests arrive for it at once.
+ */
+
+export interface ManagerOptions {
+  /** Idle time before an unused model is unloaded; < 0 keeps models forever, 0 unloads at once. */
+  keepAliveMs: number;
+  maxMemoryBytes: number;
+  maxLoaded: number;
+  load: LoadOptions;
+  log?: (message: string) => void;
+}
+
+export interface Lease<M extends LoadedModel = LoadedModel> {
+  readonly model: M;
+  readonly installed: InstalledModel;
+  /** Ends this use; the model then stays loaded for its keep-alive. */
+  release(): void;
+}
+
+export interface LoadedInfo {
+  id: string;
+  memoryBytes: number;
+  activeRequests: number;
+  lastUsed: number;
+  /** When it will be unloaded if unused (ms since epoch), or null while busy/kept forever. */
+  expiresAt: number | null;
+}
+
+interface Slot {
+  id: string;
+  installed: InstalledModel;
+  ready: Promise<LoadedModel>;
+  model?: LoadedModel;
+  estimate: number;
+  refs: number;
+  lastUsed: number;
+  keepAliveMs: number;
+  timer?: NodeJS.Timeout;
+  expiresAt: number | null;
+}
+
+export class ModelManager {
+  private readonly slots = new Map<string, Slot>();
+  private closed = false;
+
+  constructor(
+    private readonly options: ManagerOptions,
+    private readonly loaderFor: (model: InstalledModel) => Promise<Loader>,
+  ) {}
+
+  async acquire<M extends LoadedModel>(installed: InstalledModel, keepAliveMs?: number): Promise<Lease<M>> {
+    if (this.closed) throw new Error('the model manager is shut down');
+    let slot = this.slots.get(installed.id);
+    if (!slot) {
+      slot = await this.startLoad(installed);
+    }
+    slot.refs++;
+    this.clearTimer(slot);
+    if (keepAliveMs !== undefined) slot.keepAliveMs = keepAliveMs;
+    let model: LoadedModel;
+    try {
+      model = await slot.ready;
+    } catch (error) {
+      slot.refs--;
+      throw error;
+    }
+    const held = slot;
+    let released = false;
+    return {
+      model: model as M,
+      installed,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.release(held);
+      },
+    };
+  }
+
+  private async startLoad(installed: InstalledModel): Promise<Slot> {
+    const loader = await this.loaderFor(installed);
+    // Another request may have started the same load while the loader module was imported.
+    const existing = this.slots.get(installed.id);
+    if (existing) return existing;
+    const estimate = loader.estimateMemory?.(installed) ?? installed.sizeBytes;
+    const slot: Slot = {
+      id: installed.id,
+      installed,
+      estimate,
+      refs: 0,
+      lastUsed: Date.now(),
+      keepAliveMs: this.options.keepAliveMs,
+      expiresAt: null,
+      ready: Promise.resolve(undefined as unknown as LoadedModel),
+    };
+    this.slots.set(installed.id, slot);
+    const evicted = this.makeRoom(slot);
+    slot.ready = (async () => {
+      await evicted;
+      this.options.log?.(`loading ${installed.id}`);
+      const model = await loader.load(installed, this.options.load);
+      slot.model = model;
+      slot.estimate = model.memoryBytes || estimate;
+      return model;
+    })();
+    slot.ready.catch(() => {
+      if (this.slots.get(slot.id) === slot) this.slots.delete(slot.id);
+    });
+    return slot;
+  }
+
+  /** Unloads idle models, least recently used first, until `incoming` fits. */
+  private async makeRoom(incoming: Slot): Promise<void> {
+    const unloads: Promise<void>[] = [];
+    const others = () => [...this.slots.values()].filter((s) => s !== incoming);
+    const used = () => others().reduce((sum, s) => sum + s.estimate, 0);
+    while (others().length > 0 && (used() + incoming.estimate > this.options.maxMemoryBytes || others().length + 1 > this.options.maxLoaded)) {
+      const idle = others()
+        .filter((s) => s.refs === 0 && s.model)
+        .sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      if (!idle) break; // everything else is busy or loading: never evict those
+      this.options.log?.(`evicting ${idle.id} to make room for ${incoming.id}`);
+      unloads.push(this.unloadSlot(idle));
+    }
+    await Promise.all(unloads);
+  }
+
+  private release(slot: Slot): void {
+    slot.refs--;
+    slot.lastUsed = Date.now();
+    if (slot.refs > 0 || this.slots.get(slot.id) !== slot) return;
+    if (slot.keepAliveMs === 0) {
+      void this.unloadSlot(slot);
+    } else if (slot.keepAliveMs > 0) {
+      slot.expiresAt = slot.lastUsed + slot.keepAliveMs;
+      slot.timer = setTimeout(() => {
+        if (slot.refs === 0) void this.unloadSlot(slot);
+      }, slot.keepAliveMs);
+      slot.timer.unref();
+    }
+  }
+
+  private clearTimer(slot: Slot): void {
+    if (slot.timer) clearTimeout(slot.timer);
+    slot.timer = undefined;
+    slot.expiresAt = null;
+  }
+
+  private async unloadSlot(slot: Slot): Promise<void> {
+    this.clearTimer(slot);
+    if (this.slots.get(slot.id) === slot) this.slots.delete(slot.id);
+    try {
+      const model = await slot.ready;
+      await model.dispose();
+      this.options.log?.(`unloaded ${slot.id}`);
+    } catch {
+      // a failed load has nothing to dispose
+    }
+  }
+
+  /** Unloads a model now if it is idle; returns whether it was unloaded. */
+  async unload(id: string): Promise<boolean> {
+    const slot = this.slots.get(id);
+    if (!slot || slot.refs > 0) return false;
+    await this.unloadSlot(slot);
+    return true;
+  }
+
+  loaded(): LoadedInfo[] {
+    return [...this.slots.values()]
+      .filter((s) => s.model)
+      .map((s) => ({ id: s.id, memoryBytes: s.estimate, activeRequests: s.refs, lastUsed: s.lastUsed, expiresAt: s.expiresAt }));
+  }
+
+  /** Unloads everything (shutdown). In-flight users should have been cancelled first. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.slots.values()].map((s) => this.unloadSlot(s)));
+  }
+}

@@ -1,0 +1,250 @@
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync, statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import os from 'node:os';
+import { z } from 'zod';
+import { Catalog, MODEL_KINDS, isBundled, type CatalogEntry, type FileSpec, type ModelKind } from './catalog.js';
+import { InvalidRequestError, StoreError } from './errors.js';
+
+/**
+ * The local model store: `$LSERVE_HOME/models/<id>/` holds a model's files and
+ * a `manifest.json` written last. A directory without a manifest is not a
+ * model, so an interrupted pull is never listed as installed. Downloads stage
+ * under `models/.partial/<id>/` and are renamed into place when verified
+ * (see download.ts).
+ */
+
+export type ModelSource = 'bundled' | 'catalog' | 'local' | 'url';
+
+export interface InstalledModel {
+  id: string;
+  entry: CatalogEntry;
+  source: ModelSource;
+  /** Absolute path of every file, keyed by role. */
+  files: Record<string, string>;
+  sizeBytes: number;
+  /** ISO time of installation; absent for bundled models. */
+  installedAt?: string;
+}
+
+const manifestSchema = z.object({
+  id: z.string(),
+  source: z.enum(['catalog', 'local', 'url']),
+  installedAt: z.string(),
+  /** Present for models that are not in the catalog (a user's own file). */
+  entry: z.unknown().optional(),
+  files: z.record(
+    z.string(),
+    z.object({ name: z.string(), size: z.number(), sha256: z.string().optional(), path: z.string().optional() }),
+  ),
+});
+export type Manifest = z.infer<typeof manifestSchema>;
+
+export const MANIFEST = 'manifest.json';
+
+export function defaultHome(): string {
+  return process.env.LSERVE_HOME || path.join(os.homedir(), '.lserve');
+}
+
+/** Local file name for a catalog file: the basename of its repo path or URL. */
+export function fileNameOf(spec: FileSpec, role: string): string {
+  const source = spec.path ?? (spec.url ? new URL(spec.url).pathname : undefined);
+  const base = source ? path.posix.basename(source) : '';
+  return base && base !== '.' && base !== '..' ? base : role;
+}
+
+export class ModelStore {
+  readonly modelsDir: string;
+
+  constructor(
+    readonly home: string,
+    readonly catalog: Catalog,
+  ) {
+    this.modelsDir = path.join(home, 'models');
+  }
+
+  /** Directory of an installed model; ids are validated so they cannot escape the store. */
+  modelDir(id: string): string {
+    if (!/^[a-z0-9][a-z0-9._-]*$/i.test(id) || id.includes('..')) {
+      throw new InvalidRequestError(`'${id}' is not a valid model id`, { param: 'model' });
+    }
+    return path.join(this.modelsDir, id);
+  }
+
+  partialDir(id: string): string {
+    return path.join(this.modelsDir, '.partial', path.basename(this.modelDir(id)));
+  }
+
+  /** Bundled models whose package is installed, then pulled models, sorted by id. */
+  async list(): Promise<InstalledModel[]> {
+    const found = new Map<string, InstalledModel>();
+    for (const entry of this.catalog.entries) {
+      if (!isBundled(entry)) continue;
+      const model = bundledModel(entry);
+      if (model) found.set(entry.id, model);
+    }
+    let names: string[] = [];
+    try {
+      names = await readdir(this.modelsDir);
+    } catch {
+      // no store yet: only bundled models
+    }
+    for (const name of names) {
+      if (name.startsWith('.')) continue;
+      const model = await this.readInstalled(name);
+      if (model) found.set(model.id, model);
+    }
+    return [...found.values()].sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  /** An installed or bundled model by id or alias, or undefined. */
+  async resolve(name: string): Promise<InstalledModel | undefined> {
+    const entry = this.catalog.get(name);
+    const id = entry?.id ?? name;
+    if (entry && isBundled(entry)) return bundledModel(entry);
+    if (!/^[a-z0-9][a-z0-9._-]*$/i.test(id)) return undefined;
+    return this.readInstalled(id);
+  }
+
+  private async readInstalled(id: string): Promise<InstalledModel | undefined> {
+    const dir = this.modelDir(id);
+    let manifest: Manifest;
+    try {
+      manifest = manifestSchema.parse(JSON.parse(await readFile(path.join(dir, MANIFEST), 'utf8')));
+    } catch {
+      return undefined;
+    }
+    const entry = manifest.entry ? Catalog.parse({ version: 1, models: [manifest.entry] }, `${dir}/${MANIFEST}`).entries[0] : this.catalog.get(manifest.id);
+    if (!entry) return undefined;
+    const files: Record<string, string> = {};
+    let sizeBytes = 0;
+    for (const [role, file] of Object.entries(manifest.files)) {
+      files[role] = file.path ?? path.join(dir, file.name);
+      sizeBytes += file.size;
+    }
+    return { id: manifest.id, entry, source: manifest.source, files, sizeBytes, installedAt: manifest.installedAt };
+  }
+
+  /**
+   * Registers a user's own model file (`lserve pull ./my.gguf --kind chat`).
+   * The file is referenced in place, not copied: model files are large.
+   */
+  async registerLocal(file: string, options: { kind: ModelKind; id?: string; backend?: string }): Promise<InstalledModel> {
+    const absolute = path.resolve(file);
+    let info;
+    try {
+      info = await stat(absolute);
+    } catch {
+      throw new StoreError(`No such file: ${absolute}`, 'file_not_found');
+    }
+    if (!info.isFile()) throw new StoreError(`Not a regular file: ${absolute}`, 'not_a_file');
+    if (!MODEL_KINDS.includes(options.kind)) throw new StoreError(`Unknown kind '${options.kind}'`, 'invalid_kind');
+    const id = options.id ?? idFromFileName(absolute);
+    const backend = options.backend ?? (absolute.endsWith('.gguf') ? 'llama' : 'onnx');
+    const entry: CatalogEntry = {
+      id,
+      kind: options.kind,
+      backend,
+      description: `Local file ${absolute}`,
+      aliases: [],
+      owned_by: 'user',
+      license: 'unknown',
+      files: { model: { url: `file://${absolute}` } },
+      defaults: {},
+    };
+    const manifest: Manifest = {
+      id,
+      source: 'local',
+      installedAt: new Date().toISOString(),
+      entry,
+      files: { model: { name: path.basename(absolute), size: info.size, path: absolute } },
+    };
+    await this.writeManifest(id, manifest);
+    return (await this.readInstalled(id))!;
+  }
+
+  /** Writes a manifest atomically (temp file + rename) into the model's directory. */
+  async writeManifest(id: string, manifest: Manifest): Promise<void> {
+    const dir = this.modelDir(id);
+    await mkdir(dir, { recursive: true });
+    const tmp = path.join(dir, `.${MANIFEST}.${process.pid}.tmp`);
+    await writeFile(tmp, JSON.stringify(manifest, null, 2));
+    await rename(tmp, path.join(dir, MANIFEST));
+  }
+
+  /** Removes an installed model (and any partial download of it). Bundled models cannot be removed. */
+  async remove(name: string): Promise<boolean> {
+    const entry = this.catalog.get(name);
+    if (entry && isBundled(entry)) throw new StoreError(`'${entry.id}' is bundled with lserve and cannot be removed`, 'bundled');
+    const id = entry?.id ?? name;
+    const dir = this.modelDir(id);
+    const partial = this.partialDir(id);
+    const existed = existsSync(path.join(dir, MANIFEST)) || existsSync(partial);
+    // Drop the manifest first so a crash midway never leaves a listed-but-broken model.
+    await rm(path.join(dir, MANIFEST), { force: true });
+    await rm(dir, { recursive: true, force: true });
+    await rm(partial, { recursive: true, force: true });
+    return existed;
+  }
+}
+
+function idFromFileName(file: string): string {
+  const stem = path.basename(file).replace(/\.(gguf|onnx|bin)$/i, '');
+  return stem.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+/, '') || 'model';
+}
+
+function bundledModel(entry: CatalogEntry): InstalledModel | undefined {
+  const files: Record<string, string> = {};
+  let sizeBytes = 0;
+  for (const [role, spec] of Object.entries(entry.files)) {
+    const resolved = resolveNpmFile(spec.npm!);
+    if (!resolved) return undefined;
+    files[role] = resolved.path;
+    sizeBytes += resolved.size;
+  }
+  return { id: entry.id, entry, source: 'bundled', files, sizeBytes };
+}
+
+/** Resolves "<package>/<file inside it>" to an absolute path, if the package is installed. */
+function resolveNpmFile(spec: string): { path: string; size: number } | undefined {
+  const parts = spec.split('/');
+  const pkg = spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
+  const inner = parts.slice(spec.startsWith('@') ? 2 : 1).join('/');
+  let root: string | undefined;
+  for (const dir of packageSearchPaths()) {
+    const candidate = path.join(dir, pkg);
+    if (existsSync(path.join(candidate, 'package.json'))) {
+      root = candidate;
+      break;
+    }
+  }
+  if (!root) return undefined;
+  const file = path.resolve(root, inner);
+  if (!file.startsWith(root + path.sep)) return undefined;
+  try {
+    return { path: file, size: statSizeSync(file) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** node_modules folders from this package upwards (works for local, global and npx installs). */
+function packageSearchPaths(): string[] {
+  const dirs: string[] = [];
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    dirs.push(path.join(dir, 'node_modules'));
+    const parent = path.dirname(dir);
+    if (parent === dir) break;
+    if (path.basename(dir) === 'node_modules') dirs.push(dir);
+    dir = parent;
+  }
+  return dirs;
+}
+
+function statSizeSync(file: string): number {
+  const info = statSync(file);
+  if (!info.isFile()) throw new Error('not a file');
+  return info.size;
+}

@@ -1,0 +1,23 @@
+import express, { type Express } from 'express';
+import { apiKeyCheck, cors, requestLogger } from './middleware.js';
+import { errorMiddleware, notFoundRoute } from './errors.js';
+import { routers } from './routes/index.js';
+import type { ServerContext } from './context.js';
+
+export function createApp(ctx: ServerContext): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(requestLogger(ctx.options));
+  app.use(cors(ctx.options.cors));
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.use(apiKeyCheck(ctx.options.apiKey));
+  // JSON bodies of any JSON-ish content type; multipart routes use multer.
+  app.use(express.json({ limit: ctx.options.maxBodyBytes, type: ['application/json', 'application/*+json'] }));
+  for (const router of routers) app.use(router(ctx));
+  app.use(notFoundRoute);
+  app.use(errorMiddleware(ctx.options.log));
+  return app;
+}

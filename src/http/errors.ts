@@ -1,0 +1,67 @@
+import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
+import { LserveError, NotFoundError, PayloadTooLargeError, InvalidRequestError, ServerError } from '../core/errors.js';
+
+/**
+ * The one place errors become HTTP responses: OpenAI's shape everywhere,
+ * Anthropic's on the Anthropic routes. Bad input never yields a stack trace.
+ */
+
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+export interface AnthropicErrorBody {
+  type: 'error';
+  error: { type: string; message: string };
+}
+
+/** Translates whatever was thrown (ours, body-parser's, multer's) into a typed error. */
+export function toLserveError(error: unknown): LserveError {
+  if (error instanceof LserveError) return error;
+  const e = error as { type?: string; status?: number; code?: string; field?: string; message?: string };
+  if (e?.type === 'entity.too.large' || e?.code === 'LIMIT_FILE_SIZE' || e?.code === 'LIMIT_FIELD_VALUE') {
+    return new PayloadTooLargeError(`Request body too large: ${e.message ?? 'over the limit'}`, { param: e.field ?? null });
+  }
+  if (e?.type === 'entity.parse.failed') return new InvalidRequestError(`Malformed JSON in request body: ${e.message}`, { code: 'invalid_json' });
+  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return new InvalidRequestError(e.message ?? 'Unsupported encoding', { code: 'unsupported_encoding' });
+  if (typeof e?.code === 'string' && e.code.startsWith('LIMIT_')) return new InvalidRequestError(`Multipart upload rejected: ${e.message}`, { code: e.code.toLowerCase(), param: e.field ?? null });
+  if (e?.status && e.status >= 400 && e.status < 500) return new InvalidRequestError(e.message ?? 'Bad request');
+  return new ServerError('Internal server error', { cause: error });
+}
+
+export function openAIError(error: LserveError): OpenAIErrorBody {
+  return { error: { message: error.message, type: error.type, param: error.param, code: error.code } };
+}
+
+/** Anthropic's error types for the statuses we emit. */
+export function anthropicError(error: LserveError): AnthropicErrorBody {
+  const type =
+    error.status === 404 ? 'not_found_error'
+    : error.status === 401 ? 'authentication_error'
+    : error.status === 413 ? 'request_too_large'
+    : error.status === 503 ? 'overloaded_error'
+    : error.status >= 500 ? 'api_error'
+    : 'invalid_request_error';
+  return { type: 'error', error: { type, message: error.message } };
+}
+
+export function isAnthropicRoute(req: Request): boolean {
+  return req.path.startsWith('/v1/anthropic/') || req.path === '/v1/messages' || req.path.startsWith('/v1/messages/');
+}
+
+export function errorMiddleware(log: (message: string) => void): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    const error = toLserveError(err);
+    if (error.status >= 500) log(`error ${req.method} ${req.path}: ${(error.cause as Error)?.stack ?? error.stack}`);
+    if (res.headersSent) {
+      // A stream already started: the route reports in-band; just end it.
+      res.end();
+      return;
+    }
+    res.status(error.status).json(isAnthropicRoute(req) ? anthropicError(error) : openAIError(error));
+  };
+}
+
+export const notFoundRoute: RequestHandler = (req, _res, next) => {
+  next(new NotFoundError(`Unknown route: ${req.method} ${req.path}`, { code: 'unknown_route' }));
+};

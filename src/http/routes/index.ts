@@ -1,0 +1,10 @@
+import type { Router } from 'express';
+import type { ServerContext } from '../context.js';
+import type { WebSocketRoute } from '../websocket.js';
+import { modelsRouter } from './models.js';
+
+/** Every HTTP router, in mount order. One file per endpoint group. */
+export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter];
+
+/** WebSocket endpoints, matched by path on upgrade. */
+export const websocketRoutes: WebSocketRoute[] = [];

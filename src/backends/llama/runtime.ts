@@ -1,0 +1,48 @@
+import type { Llama, LlamaModel } from 'node-llama-cpp';
+import type { LoadOptions } from '../../core/backend.js';
+
+/**
+ * The one llama.cpp binding per process, shared by the chat, embedding and
+ * rerank loaders. node-llama-cpp is imported lazily: commands that never
+ * touch a GGUF model don't pay for it.
+ *
+ * Binary choice is explicit (getLlama's default "auto" may compile llama.cpp
+ * for minutes on first use): the prebuilt binary unless LSERVE_LLAMA_BUILD
+ * says otherwise — "lastBuild" uses a binary built for this CPU with
+ * `npx --no node-llama-cpp source build`, "auto" lets node-llama-cpp decide.
+ */
+
+let llama: Promise<Llama> | undefined;
+
+export type LlamaBuildChoice = 'prebuilt' | 'lastBuild' | 'auto';
+
+export function llamaBuildChoice(): LlamaBuildChoice {
+  const value = process.env.LSERVE_LLAMA_BUILD ?? 'prebuilt';
+  if (value === 'prebuilt' || value === 'lastBuild' || value === 'auto') return value;
+  throw new Error(`LSERVE_LLAMA_BUILD must be prebuilt, lastBuild or auto (got '${value}')`);
+}
+
+export function getRuntime(): Promise<Llama> {
+  llama ??= (async () => {
+    const { getLlama, LlamaLogLevel } = await import('node-llama-cpp');
+    const choice = llamaBuildChoice();
+    const common = {
+      gpu: process.env.LSERVE_GPU === 'off' ? (false as const) : ('auto' as const),
+      logLevel: process.env.LSERVE_LLAMA_LOG === 'debug' ? LlamaLogLevel.debug : LlamaLogLevel.error,
+    };
+    if (choice === 'lastBuild') return getLlama('lastBuild', common);
+    return getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
+  })();
+  return llama;
+}
+
+/** Threads for a context: the configured count, or the runtime's own choice. */
+export function threadsFor(options: LoadOptions): number | undefined {
+  return options.threads > 0 ? options.threads : undefined;
+}
+
+/** Loads a GGUF file through the shared runtime. */
+export async function loadGguf(file: string): Promise<LlamaModel> {
+  const runtime = await getRuntime();
+  return runtime.loadModel({ modelPath: file });
+}

@@ -1,5 +1,4 @@
 import { Command, Option } from 'commander';
-import { startServer } from '../../http/server.js';
 import { parseSize } from '../../core/units.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { createEngine, globalOptions, positiveInt, type EngineFlags } from '../context.js';
@@ -53,6 +52,8 @@ Examples:
       if (flags.maxLoaded) positiveInt(flags.maxLoaded, '--max-loaded');
       const log = (message: string) => process.stderr.write(`${message}\n`);
       const engine = createEngine(global, flags, { log: global.verbose ? (m) => log(`[engine] ${m}`) : log });
+      // Imported here so that other commands never load express and ws.
+      const { startServer } = await import('../../http/server.js');
       const server = await startServer(engine, {
         host: flags.host,
         port,

@@ -1,0 +1,142 @@
+import { describe, expect, it } from 'vitest';
+import { ModelManager, type ManagerOptions } from '../../src/core/manager.js';
+import type { Loader, LoadedModel } from '../../src/core/backend.js';
+import type { InstalledModel } from '../../src/core/store.js';
+
+/** A backend that records every load and dispose, with a controllable load delay. */
+class RecordingLoader implements Loader {
+  readonly events: string[] = [];
+  loadDelayMs = 0;
+  failNext = false;
+
+  async load(model: InstalledModel): Promise<LoadedModel> {
+    this.events.push(`load ${model.id}`);
+    await new Promise((r) => setTimeout(r, this.loadDelayMs));
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error(`cannot load ${model.id}`);
+    }
+    return {
+      memoryBytes: model.sizeBytes,
+      dispose: async () => {
+        this.events.push(`dispose ${model.id}`);
+      },
+    };
+  }
+}
+
+function model(id: string, sizeBytes = 100): InstalledModel {
+  return {
+    id,
+    sizeBytes,
+    source: 'local',
+    files: {},
+    entry: { id, kind: 'chat', backend: 'test', description: id, aliases: [], owned_by: 'test', license: 'mit', files: {}, defaults: {} },
+  };
+}
+
+function manager(loader: RecordingLoader, options: Partial<ManagerOptions> = {}): ModelManager {
+  return new ModelManager({ keepAliveMs: 60_000, maxMemoryBytes: 1000, maxLoaded: 10, load: { threads: 0 }, ...options }, async () => loader);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('ModelManager', () => {
+  it('loads once for concurrent first requests', async () => {
+    const loader = new RecordingLoader();
+    loader.loadDelayMs = 30;
+    const m = manager(loader);
+    const leases = await Promise.all(Array.from({ length: 5 }, () => m.acquire(model('a'))));
+    expect(loader.events).toEqual(['load a']);
+    expect(new Set(leases.map((l) => l.model)).size).toBe(1);
+    expect(m.loaded()[0]).toMatchObject({ id: 'a', activeRequests: 5 });
+    leases.forEach((l) => l.release());
+    expect(m.loaded()[0]!.activeRequests).toBe(0);
+    await m.close();
+  });
+
+  it('unloads an idle model when its keep-alive expires, and not while it is in use', async () => {
+    const loader = new RecordingLoader();
+    const m = manager(loader, { keepAliveMs: 40 });
+    const lease = await m.acquire(model('a'));
+    await sleep(80);
+    expect(loader.events).toEqual(['load a']); // busy: no expiry
+    lease.release();
+    expect(m.loaded()[0]!.expiresAt).toBeGreaterThan(Date.now());
+    await sleep(100);
+    expect(loader.events).toEqual(['load a', 'dispose a']);
+    expect(m.loaded()).toEqual([]);
+  });
+
+  it('honours a per-request keep-alive (0 unloads at once, -1 keeps forever)', async () => {
+    const loader = new RecordingLoader();
+    const m = manager(loader, { keepAliveMs: 20 });
+    (await m.acquire(model('now'), 0)).release();
+    await sleep(5);
+    expect(loader.events).toEqual(['load now', 'dispose now']);
+    (await m.acquire(model('forever'), -1)).release();
+    await sleep(60);
+    expect(m.loaded().map((x) => x.id)).toEqual(['forever']);
+    await m.close();
+  });
+
+  it('evicts the least recently used idle model to stay under the memory budget', async () => {
+    const loader = new RecordingLoader();
+    const m = manager(loader, { maxMemoryBytes: 250 });
+    (await m.acquire(model('a'))).release();
+    await sleep(2);
+    (await m.acquire(model('b'))).release();
+    await sleep(2);
+    (await m.acquire(model('a'))).release(); // a is now more recent than b
+    await m.acquire(model('c'));
+    expect(loader.events).toEqual(['load a', 'load b', 'dispose b', 'load c']);
+    expect(m.loaded().map((x) => x.id).sort()).toEqual(['a', 'c']);
+    await m.close();
+  });
+
+  it('evicts to respect max-loaded', async () => {
+    const loader = new RecordingLoader();
+    const m = manager(loader, { maxLoaded: 1 });
+    (await m.acquire(model('a'))).release();
+    (await m.acquire(model('b'))).release();
+    expect(loader.events).toEqual(['load a', 'dispose a', 'load b']);
+    await m.close();
+  });
+
+  it('never evicts a model that is serving a request', async () => {
+    const loader = new RecordingLoader();
+    const m = manager(loader, { maxMemoryBytes: 150, maxLoaded: 1 });
+    const busy = await m.acquire(model('a'));
+    const other = await m.acquire(model('b'));
+    expect(loader.events).toEqual(['load a', 'load b']);
+    expect(m.loaded().map((x) => x.id).sort()).toEqual(['a', 'b']);
+    busy.release();
+    other.release();
+    await m.close();
+    expect(loader.events.slice(2).sort()).toEqual(['dispose a', 'dispose b']);
+  });
+
+  it('forgets a failed load so the next request retries', async () => {
+    const loader = new RecordingLoader();
+    loader.failNext = true;
+    const m = manager(loader);
+    await expect(m.acquire(model('a'))).rejects.toThrow('cannot load a');
+    expect(m.loaded()).toEqual([]);
+    const lease = await m.acquire(model('a'));
+    expect(loader.events).toEqual(['load a', 'load a']);
+    lease.release();
+    await m.close();
+  });
+
+  it('release is idempotent', async () => {
+    const loader = new RecordingLoader();
+    const m = manager(loader);
+    const a = await m.acquire(model('a'));
+    const b = await m.acquire(model('a'));
+    a.release();
+    a.release();
+    expect(m.loaded()[0]!.activeRequests).toBe(1);
+    b.release();
+    await m.close();
+  });
+});

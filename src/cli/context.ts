@@ -6,6 +6,8 @@ import { CliError, EXIT_USAGE } from './errors.js';
 /** Options every subcommand inherits from the program. */
 export interface GlobalOptions {
   home?: string;
+  /** A models.json to use instead of the shipped catalog (also $LSERVE_CATALOG). */
+  catalog?: string;
   verbose?: boolean;
 }
 
@@ -26,6 +28,7 @@ export interface EngineFlags {
 export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, extra: Partial<EngineOptions> = {}): Engine {
   const options: Partial<EngineOptions> = { ...extra };
   if (global.home) options.home = global.home;
+  if (global.catalog) options.catalogPath = global.catalog;
   if (global.verbose) options.log = (m) => process.stderr.write(`[engine] ${m}\n`);
   try {
     if (flags.keepAlive !== undefined) options.keepAliveMs = parseDuration(flags.keepAlive);

@@ -17,6 +17,7 @@ export function buildProgram(): Command {
     .description('Local model inference: chat, embeddings, rerank, OCR, speech and images behind OpenAI/Anthropic-compatible APIs.')
     .version(version)
     .option('--home <dir>', 'where models are stored (default $LSERVE_HOME or ~/.lserve)')
+    .option('--catalog <file>', 'models.json to use instead of the shipped catalog (default $LSERVE_CATALOG)')
     .option('--verbose', 'log engine activity and full error traces')
     .showHelpAfterError('(run with --help for usage)');
   for (const command of [pullCommand(), listCommand(), rmCommand(), runCommand(), transcribeCommand(), speakCommand(), ocrCommand(), serveCommand()]) {

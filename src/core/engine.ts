@@ -31,7 +31,8 @@ export interface EngineOptions {
 export function defaultEngineOptions(): EngineOptions {
   return {
     home: defaultHome(),
-    catalogPath: fileURLToPath(DEFAULT_CATALOG_PATH),
+    // LSERVE_CATALOG points every command (and the server) at another models.json: mirrors, tests.
+    catalogPath: process.env.LSERVE_CATALOG || fileURLToPath(DEFAULT_CATALOG_PATH),
     keepAliveMs: 5 * 60_000,
     maxMemoryBytes: Math.floor(os.totalmem() * 0.6),
     maxLoaded: 3,

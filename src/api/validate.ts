@@ -7,7 +7,8 @@ import { InvalidRequestError } from '../core/errors.js';
  * client sees exactly which field was wrong.
  */
 export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
-  const result = schema.safeParse(input);
+  // reportInput keeps each issue's input, so a present value of the wrong type is not mistaken for a missing one.
+  const result = schema.safeParse(input, { reportInput: true });
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
   const param = issue.path.length > 0 ? issue.path.map(String).join('.') : null;

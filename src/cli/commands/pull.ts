@@ -1,12 +1,135 @@
 import { Command } from 'commander';
-import { notAvailableYet } from '../errors.js';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { MODEL_KINDS, isBundled, type ModelKind } from '../../core/catalog.js';
+import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
+import type { Engine } from '../../core/engine.js';
+import { StoreError } from '../../core/errors.js';
+import { formatBytes } from '../../core/units.js';
+import { createEngine, globalOptions } from '../context.js';
+import { CliError, EXIT_USAGE } from '../errors.js';
+import { createPullProgress, formatDuration, progressMode } from '../views/pull-progress.js';
+
+/** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
+const EXIT_INTERRUPTED = 130;
+
+interface PullFlags {
+  kind?: string;
+  id?: string;
+  backend?: string;
+  quiet?: boolean;
+}
 
 export function pullCommand(): Command {
   return new Command('pull')
     .description('Download a model from the catalog, or register your own file or URL.')
-    .argument('<model>', 'catalog id, a local .gguf/.onnx path, or a URL')
-    .option('--kind <kind>', 'model kind, for your own files (chat, embedding, rerank, …)')
+    .argument('<model>', 'catalog id or alias, a local .gguf/.onnx path, or an http(s) URL')
+    .option('--kind <kind>', `model kind, required for your own files and URLs (${MODEL_KINDS.join(', ')})`)
+    .option('--id <id>', 'id for your own file or URL (default: derived from the file name)')
+    .option('--backend <name>', 'runtime for your own file or URL (default: llama for .gguf, onnx otherwise)')
     .option('--quiet', 'no progress output')
-    .addHelpText('after', '\nExamples:\n  $ lserve pull qwen3-0.6b\n  $ lserve pull ./my-model.gguf --kind chat\n  $ HF_ENDPOINT=https://mirror.example lserve pull bge-reranker-v2-m3')
-    .action(() => notAvailableYet('pull'));
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Downloads go to $LSERVE_HOME/models/<id>/ (default ~/.lserve). An interrupted pull resumes when run again.',
+        '',
+        'Examples:',
+        '  $ lserve pull qwen3-0.6b',
+        '  $ lserve pull ./my-model.gguf --kind chat',
+        '  $ lserve pull https://example.com/models/tiny.gguf --kind chat --id tiny',
+        '  $ HF_ENDPOINT=https://hf-mirror.example lserve pull whisper-base',
+      ].join('\n'),
+    )
+    .action(async (target: string, flags: PullFlags, command: Command) => {
+      const engine = createEngine(globalOptions(command));
+      try {
+        await pull(engine, target, flags);
+      } finally {
+        await engine.close();
+      }
+    });
+}
+
+async function pull(engine: Engine, target: string, flags: PullFlags): Promise<void> {
+  const out = process.stdout;
+  const say = (line: string) => {
+    if (!flags.quiet) out.write(`${line}\n`);
+  };
+  const isUrl = /^https?:\/\//i.test(target);
+  const entry = isUrl ? undefined : engine.catalog.get(target);
+  const localPath = !isUrl && !entry ? localPathOf(target) : undefined;
+
+  if (entry) {
+    if (flags.kind || flags.id || flags.backend) throw new CliError('--kind, --id and --backend apply only to your own files and URLs, not to catalog models', EXIT_USAGE);
+    if (isBundled(entry)) {
+      say(`${entry.id} is bundled with lserve: it is ready to use, there is nothing to pull.`);
+      return;
+    }
+  } else if (!isUrl && !localPath) {
+    const close = engine.catalog.suggest(target);
+    const hint = close.length ? ` Did you mean ${close.map((c) => `'${c}'`).join(', ')}?` : '';
+    throw new CliError(`Unknown model '${target}'.${hint} Run \`lserve list --all\` to see the catalog, or pass a file path or URL with --kind.`, EXIT_USAGE);
+  }
+  const kind = entry ? undefined : requireKind(flags.kind, target);
+
+  if (localPath) {
+    const model = await engine.store.registerLocal(localPath, { kind: kind!, id: flags.id, backend: flags.backend }).catch(usageOnBadInput);
+    say(`Registered ${model.id} (${model.entry.kind}, ${model.entry.backend}, ${formatBytes(model.sizeBytes)}): ${model.files.model}`);
+    say('The file is used in place: keep it where it is.');
+    return;
+  }
+
+  const view = createPullProgress(progressMode(out, flags.quiet), out);
+  const controller = new AbortController();
+  const onSigint = () => controller.abort();
+  process.once('SIGINT', onSigint);
+  const started = Date.now();
+  let result: PullResult;
+  try {
+    const options = { onProgress: view.onEvent, signal: controller.signal };
+    result = entry
+      ? await pullModel(engine.store, entry.id, options)
+      : await pullUrl(engine.store, target, { kind: kind!, id: flags.id, backend: flags.backend }, options).catch(usageOnBadInput);
+  } catch (error) {
+    view.stop();
+    if (controller.signal.aborted) {
+      const name = entry?.id ?? target;
+      throw new CliError(`Interrupted. The partial download is kept; run \`lserve pull ${name}\` again to resume.`, EXIT_INTERRUPTED);
+    }
+    throw error;
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
+  view.stop();
+  const { model } = result;
+  if (result.alreadyInstalled) {
+    say(`${model.id} is already installed (${formatBytes(model.sizeBytes)}) in ${engine.store.modelDir(model.id)}`);
+    return;
+  }
+  const seconds = (Date.now() - started) / 1000;
+  const rate = seconds > 0 ? ` at ${formatBytes(result.downloadedBytes / seconds)}/s` : '';
+  say(`Pulled ${model.id} (${model.entry.kind}, ${formatBytes(model.sizeBytes)}) into ${engine.store.modelDir(model.id)}`);
+  if (result.downloadedBytes > 0) say(`Downloaded ${formatBytes(result.downloadedBytes)} in ${formatDuration(seconds)}${rate}`);
+}
+
+/** A path to the user's own file: anything that exists, or looks like a path or a model file. */
+function localPathOf(target: string): string | undefined {
+  if (target.startsWith('file://')) return fileURLToPath(target);
+  if (existsSync(target) || /[\\/]/.test(target) || target.startsWith('.') || /\.(gguf|onnx|bin|safetensors)$/i.test(target)) return target;
+  return undefined;
+}
+
+function requireKind(kind: string | undefined, target: string): ModelKind {
+  if (!kind) {
+    throw new CliError(`--kind is required for your own files and URLs, e.g. \`lserve pull ${target} --kind chat\` (one of ${MODEL_KINDS.join(', ')})`, EXIT_USAGE);
+  }
+  if (!(MODEL_KINDS as readonly string[]).includes(kind)) throw new CliError(`--kind must be one of ${MODEL_KINDS.join(', ')}, got '${kind}'`, EXIT_USAGE);
+  return kind as ModelKind;
+}
+
+/** Store errors caused by what the user typed (a taken or malformed id, a bad URL) are usage errors. */
+function usageOnBadInput(error: unknown): never {
+  if (error instanceof StoreError && ['id_taken', 'invalid_url', 'invalid_kind'].includes(error.code ?? '')) throw new CliError(error.message, EXIT_USAGE);
+  throw error;
 }

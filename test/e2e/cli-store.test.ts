@@ -1,0 +1,219 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BIN, runCli } from '../helpers/cli.js';
+import { startMirror, testBytes, writeCatalog, type Mirror } from '../helpers/hf-mirror.js';
+
+/** `lserve pull | list | rm` as a user runs them, against a local hub mirror and a test catalog. */
+
+const REPO = 'test-org/speech';
+
+interface ListedRow {
+  id: string;
+  kind: string;
+  backend: string;
+  source: string;
+  size_bytes: number | null;
+  installed: boolean;
+  status: string;
+  path: string | null;
+  files: Record<string, string>;
+}
+
+describe('lserve pull / list / rm', () => {
+  let mirror: Mirror;
+  let dir: string;
+  let home: string;
+  let catalog: string;
+  let env: NodeJS.ProcessEnv;
+  const encoder = testBytes(400_000, 11);
+  const tokens = testBytes(2_000, 5);
+
+  beforeAll(async () => {
+    mirror = await startMirror();
+    dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-cli-store-'));
+    home = path.join(dir, 'home');
+    await mirror.put(REPO, 'onnx/encoder.onnx', encoder, { linkedEtag: true, redirect: true });
+    const tok = await mirror.put(REPO, 'tokens.txt', tokens);
+    await mirror.put(REPO, 'stall.onnx', encoder, { stallAfter: 150_000 });
+    catalog = await writeCatalog(dir, [
+      {
+        id: 'tiny-asr',
+        kind: 'asr',
+        backend: 'onnx',
+        description: 'tiny test ASR',
+        aliases: ['tiny'],
+        owned_by: 'test',
+        license: 'mit',
+        files: { encoder: { repo: REPO, path: 'onnx/encoder.onnx' }, tokens: { repo: REPO, path: 'tokens.txt', sha256: tok.sha256, size: tok.size } },
+        defaults: { sample_rate: 16000 },
+      },
+      {
+        id: 'tiny-tts',
+        kind: 'tts',
+        backend: 'onnx',
+        description: 'never pulled',
+        owned_by: 'test',
+        license: 'mit',
+        files: { model: { repo: REPO, path: 'tts.onnx', size: 1234 } },
+      },
+      {
+        id: 'stalling',
+        kind: 'asr',
+        backend: 'onnx',
+        description: 'server stalls midway',
+        owned_by: 'test',
+        license: 'mit',
+        files: { model: { repo: REPO, path: 'stall.onnx' } },
+      },
+    ]);
+    env = { HF_ENDPOINT: mirror.endpoint, LSERVE_HOME: home, LSERVE_CATALOG: catalog };
+  });
+  afterAll(async () => {
+    await mirror.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const listJson = async (...args: string[]): Promise<ListedRow[]> => {
+    const result = await runCli(['list', '--json', ...args], { env });
+    expect(result.code).toBe(0);
+    return JSON.parse(result.stdout) as ListedRow[];
+  };
+
+  it('pulls a catalog model by alias with plain progress lines when piped', async () => {
+    const result = await runCli(['pull', 'tiny'], { env });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('Downloading encoder.onnx (391 KB)');
+    expect(result.stdout).toMatch(/encoder\.onnx +\d+% +[\d.]+ KB\/391 KB/);
+    expect(result.stdout).toContain('encoder.onnx  done  391 KB  sha256 verified (hub ETag)');
+    expect(result.stdout).toContain('tokens.txt  done  2.0 KB  sha256 verified');
+    expect(result.stdout).toContain(`Pulled tiny-asr (asr, 393 KB) into ${path.join(home, 'models', 'tiny-asr')}`);
+    expect(result.stdout).not.toMatch(/\x1b\[/); // no escape codes in a pipe
+
+    const again = await runCli(['pull', 'tiny-asr'], { env });
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('tiny-asr is already installed');
+  });
+
+  it('lists installed models as JSON and as an aligned table, and the catalog with --all', async () => {
+    const installed = await listJson();
+    const row = installed.find((r) => r.id === 'tiny-asr');
+    expect(row).toMatchObject({
+      kind: 'asr',
+      backend: 'onnx',
+      source: 'catalog',
+      size_bytes: encoder.length + tokens.length,
+      installed: true,
+      status: 'installed',
+      path: path.join(home, 'models', 'tiny-asr'),
+      files: { encoder: path.join(home, 'models', 'tiny-asr', 'encoder.onnx'), tokens: path.join(home, 'models', 'tiny-asr', 'tokens.txt') },
+    });
+    expect(installed.some((r) => r.id === 'tiny-tts')).toBe(false);
+
+    const all = await listJson('--all');
+    expect(all.find((r) => r.id === 'tiny-tts')).toMatchObject({ installed: false, status: 'not pulled', size_bytes: 1234, path: null });
+
+    const table = await runCli(['list', '--all'], { env });
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +STATUS$/);
+    expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 KB +catalog +not pulled/);
+    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr +asr +onnx +393 KB +catalog +installed/);
+    // Columns line up: STATUS starts at the same offset on every line.
+    const offsets = new Set(lines.map((l) => l.search(/(STATUS|installed|not pulled|bundled)$/)));
+    expect(offsets.size).toBe(1);
+  });
+
+  it('honours --catalog as well as LSERVE_CATALOG', async () => {
+    const result = await runCli(['--catalog', catalog, 'list', '--all', '--json'], { env: { HF_ENDPOINT: mirror.endpoint, LSERVE_HOME: home } });
+    expect(result.code).toBe(0);
+    expect((JSON.parse(result.stdout) as ListedRow[]).map((r) => r.id)).toContain('tiny-tts');
+  });
+
+  it('removes models, and fails for ones that are not installed', async () => {
+    const removed = await runCli(['rm', 'tiny-asr'], { env });
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toContain('Removed tiny-asr');
+    expect(existsSync(path.join(home, 'models', 'tiny-asr'))).toBe(false);
+    expect((await listJson()).some((r) => r.id === 'tiny-asr')).toBe(false);
+
+    const again = await runCli(['rm', 'tiny-asr'], { env });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("'tiny-asr' is not installed");
+  });
+
+  it('registers a local file with --kind and unregisters it without deleting it', async () => {
+    const file = path.join(dir, 'My-Chat.gguf');
+    await writeFile(file, tokens);
+    const missingKind = await runCli(['pull', file], { env });
+    expect(missingKind.code).toBe(2);
+    expect(missingKind.stderr).toContain('--kind is required');
+
+    const result = await runCli(['pull', file, '--kind', 'chat', '--id', 'mine'], { env });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('Registered mine (chat, llama');
+    expect(await listJson()).toContainEqual(expect.objectContaining({ id: 'mine', source: 'local', path: file, installed: true }));
+
+    const removed = await runCli(['rm', 'mine'], { env });
+    expect(removed.stdout).toContain('Unregistered mine');
+    expect(existsSync(file)).toBe(true);
+  });
+
+  it('pulls a URL as a user model', async () => {
+    const url = `${mirror.endpoint}/${REPO}/resolve/main/tokens.txt`;
+    const result = await runCli(['pull', url, '--kind', 'tts', '--id', 'from-url', '--quiet'], { env });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('');
+    expect(await listJson()).toContainEqual(expect.objectContaining({ id: 'from-url', kind: 'tts', source: 'url', size_bytes: tokens.length }));
+  });
+
+  it('exits 2 for an unknown model (with suggestions), bad flags and a bad --kind', async () => {
+    const unknown = await runCli(['pull', 'tiny-as'], { env });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("Unknown model 'tiny-as'. Did you mean 'tiny-asr'");
+    expect((await runCli(['list', '--bogus'], { env })).code).toBe(2);
+    expect((await runCli(['pull'], { env })).code).toBe(2);
+    expect((await runCli(['pull', 'tiny-asr', '--kind', 'chat'], { env })).code).toBe(2);
+    const badKind = await runCli(['pull', `${mirror.endpoint}/x.gguf`, '--kind', 'poem'], { env });
+    expect(badKind.code).toBe(2);
+    expect(badKind.stderr).toContain('--kind must be one of');
+  });
+
+  it('exits 1 naming the URL and HF_ENDPOINT when the endpoint is unreachable', async () => {
+    const closed = http.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const result = await runCli(['pull', 'tiny-tts'], { env: { ...env, HF_ENDPOINT: `http://127.0.0.1:${port}` } });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`http://127.0.0.1:${port}/${REPO}/resolve/main/tts.onnx`);
+    expect(result.stderr).toContain('HF_ENDPOINT');
+  });
+
+  it('on Ctrl-C keeps the partial download, says a rerun resumes, and exits 130', async () => {
+    const child = spawn(process.execPath, [BIN, 'pull', 'stalling'], { env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    const code = await new Promise<number | null>((resolve) => {
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d;
+        // The server stalls after 150 KB; interrupt once the first progress line is out.
+        if (/stall\.onnx +\d+%/.test(stdout)) setTimeout(() => child.kill('SIGINT'), 200);
+      });
+      child.on('close', resolve);
+    });
+    expect(code).toBe(130);
+    expect(stderr).toMatch(/Interrupted.*run `lserve pull stalling` again to resume/);
+    const part = path.join(home, 'models', '.partial', 'stalling', 'stall.onnx.part');
+    expect((await stat(part)).size).toBeGreaterThan(0);
+    const all = await listJson('--all');
+    expect(all.find((r) => r.id === 'stalling')).toMatchObject({ installed: false, status: 'partial' });
+  });
+});

@@ -1,0 +1,106 @@
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { Catalog, CatalogError, DEFAULT_CATALOG_PATH, isBundled } from '../../src/core/catalog.js';
+import { fileUrl } from '../../src/core/download.js';
+import { localFileNames } from '../../src/core/store.js';
+
+const entry = (id: string, extra: object = {}) => ({
+  id,
+  kind: 'chat',
+  backend: 'llama',
+  description: `model ${id}`,
+  owned_by: 'test',
+  license: 'mit',
+  files: { model: { repo: 'org/repo', path: `${id}.gguf` } },
+  ...extra,
+});
+
+describe('the shipped models.json', () => {
+  const catalog = Catalog.load(fileURLToPath(DEFAULT_CATALOG_PATH));
+
+  it('parses, with unique ids and aliases', () => {
+    expect(catalog.entries.length).toBeGreaterThan(5);
+    const names = catalog.entries.flatMap((e) => [e.id, ...e.aliases]);
+    expect(new Set(names).size).toBe(names.length);
+  });
+
+  it('gives every remote file a download URL, and no two files of a model the same local path', () => {
+    for (const e of catalog.entries) {
+      if (isBundled(e)) continue;
+      for (const spec of Object.values(e.files)) expect(fileUrl(spec)).toMatch(/^https:\/\//);
+      const names = Object.values(localFileNames(e));
+      expect(new Set(names).size, e.id).toBe(names.length);
+    }
+  });
+
+  it('has speech, synthesis and image models, including the three TTS modes under their spec names', () => {
+    expect(catalog.get('whisper-base')).toMatchObject({ kind: 'asr', backend: 'onnx', defaults: { sample_rate: 16000 } });
+    expect(catalog.get('zipformer-en-streaming')).toMatchObject({ kind: 'asr-stream', files: { encoder: {}, decoder: {}, joiner: {}, tokens: {} } });
+    expect(catalog.get('sd-turbo')).toMatchObject({ kind: 'image' });
+    for (const mode of ['customvoice', 'voicedesign', 'voiceclone']) {
+      const tts = catalog.get(`vendor3-tts-${mode}`);
+      expect(tts?.id).toBe(`qwen3-tts-${mode}`);
+      expect(tts).toMatchObject({ kind: 'tts', defaults: { sample_rate: 24000 } });
+      expect((tts!.defaults.languages as string[]).length).toBe(10);
+    }
+    expect(catalog.get('qwen3-tts-customvoice')!.defaults.speakers).toContain('Vivian');
+  });
+
+  it('uses nested local paths for exports whose files share a name', () => {
+    const names = localFileNames(catalog.get('sd-turbo')!);
+    expect(names.unet).toBe('unet/model.onnx');
+    expect(names.vae_decoder).toBe('vae_decoder/model.onnx');
+    expect(localFileNames(catalog.get('whisper-base')!).encoder).toBe('encoder_model.onnx');
+  });
+
+  it('builds Hugging Face URLs against HF_ENDPOINT at call time', () => {
+    const saved = process.env.HF_ENDPOINT;
+    try {
+      process.env.HF_ENDPOINT = 'https://mirror.example/';
+      const spec = catalog.get('zipformer-en-streaming')!.files.tokens!;
+      expect(fileUrl(spec)).toBe(
+        'https://mirror.example/csukuangfj/sherpa-onnx-streaming-zipformer-en-2023-06-26/resolve/6037ea07e3abfe599ad00d418968bcf9656e7472/tokens.txt',
+      );
+      delete process.env.HF_ENDPOINT;
+      expect(fileUrl({ repo: 'a/b', path: 'dir/x y.onnx' })).toBe('https://huggingface.co/a/b/resolve/main/dir/x%20y.onnx');
+    } finally {
+      if (saved === undefined) delete process.env.HF_ENDPOINT;
+      else process.env.HF_ENDPOINT = saved;
+    }
+  });
+});
+
+describe('Catalog.parse', () => {
+  it('names the broken entry in the error', () => {
+    const broken = { ...entry('broken-one'), kind: 'poetry' };
+    expect(() => Catalog.parse({ version: 1, models: [entry('fine'), broken] })).toThrow(CatalogError);
+    expect(() => Catalog.parse({ version: 1, models: [entry('fine'), broken] })).toThrow(/'broken-one'/);
+    const noSource = entry('no-source', { files: { model: { size: 3 } } });
+    expect(() => Catalog.parse({ version: 1, models: [noSource] })).toThrow(/'no-source'[\s\S]*exactly one source/);
+    const badSha = entry('bad-sha', { files: { model: { repo: 'a/b', path: 'x', sha256: 'abc' } } });
+    expect(() => Catalog.parse({ version: 1, models: [badSha] })).toThrow(/'bad-sha'[\s\S]*64 lowercase hex/);
+  });
+
+  it('rejects an alias that names another model', () => {
+    const models = [entry('alpha', { aliases: ['shared'] }), entry('beta', { aliases: ['shared'] })];
+    expect(() => Catalog.parse({ version: 1, models })).toThrow("'shared' names both 'alpha' and 'beta'");
+    expect(() => Catalog.parse({ version: 1, models: [entry('alpha'), entry('beta', { aliases: ['alpha'] })] })).toThrow(/'alpha' names both/);
+  });
+
+  it('rejects an unknown version', () => {
+    expect(() => Catalog.parse({ version: 2, models: [] })).toThrow(CatalogError);
+  });
+
+  it('finds models by id or alias and suggests close ids', () => {
+    const catalog = Catalog.parse({
+      version: 1,
+      models: [entry('whisper-base', { aliases: ['whisper:base'] }), entry('whisper-small'), entry('qwen3-0.6b'), entry('sd-turbo')],
+    });
+    expect(catalog.get('whisper:base')?.id).toBe('whisper-base');
+    expect(catalog.get('nope')).toBeUndefined();
+    expect(catalog.suggest('whisper')).toEqual(['whisper-base', 'whisper-small']);
+    expect(catalog.suggest('whisper-bas')[0]).toBe('whisper-base');
+    expect(catalog.suggest('qwen3-06b')).toContain('qwen3-0.6b');
+    expect(catalog.suggest('zzzzzzzzzz')).toEqual([]);
+  });
+});

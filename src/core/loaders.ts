@@ -5,4 +5,7 @@ import type { LoaderTable } from './backend.js';
  * imported lazily so that `lserve list` or a server that only does OCR never
  * pays for loading node-llama-cpp.
  */
-export const defaultLoaders: LoaderTable = {};
+export const defaultLoaders: LoaderTable = {
+  'llama:embedding': () => import('../backends/llama/embedding.js').then((m) => m.embeddingLoader),
+  'llama:rerank': () => import('../backends/llama/ranking.js').then((m) => m.rankingLoader),
+};

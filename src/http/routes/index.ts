@@ -1,10 +1,12 @@
 import type { Router } from 'express';
 import type { ServerContext } from '../context.js';
 import type { WebSocketRoute } from '../websocket.js';
+import { embeddingsRouter } from './embeddings.js';
 import { modelsRouter } from './models.js';
+import { rerankRouter } from './rerank.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, embeddingsRouter, rerankRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [];

@@ -1,0 +1,70 @@
+import type { LoadedModel } from '../backend.js';
+import { InvalidRequestError } from '../errors.js';
+import type { InstalledModel } from '../store.js';
+
+/**
+ * The rerank task: scores every document against the query with a
+ * cross-encoder, sorts by score and cuts to top_n. Knows nothing about HTTP.
+ */
+
+export interface RankingModel extends LoadedModel {
+  /** Longest query + document pair the model evaluates, in tokens, special tokens included. */
+  readonly maxInputTokens: number;
+  /** Text → token ids as the model reads a query or document. */
+  tokenize(text: string): number[];
+  /** Tokens evaluated for this pair: query, document and the model's separators/template. */
+  pairLength(query: readonly number[], document: readonly number[]): number;
+  /** Relevance (0–1) of each document; all documents are evaluated together, spread over the model's contexts. */
+  score(query: readonly number[], documents: readonly number[][], signal: AbortSignal): Promise<number[]>;
+}
+
+export interface RerankTaskRequest {
+  query: string;
+  documents: readonly string[];
+  topN?: number;
+  /** Cut documents that do not fit next to the query instead of refusing them. */
+  truncate: boolean;
+}
+
+export interface RankedDocument {
+  index: number;
+  score: number;
+}
+
+export interface RerankResult {
+  /** Best first, at most topN. */
+  results: RankedDocument[];
+  promptTokens: number;
+}
+
+function fitDocument(model: RankingModel, installed: InstalledModel, query: number[], document: number[], index: number, truncate: boolean): number[] {
+  const length = model.pairLength(query, document);
+  if (length <= model.maxInputTokens) return document;
+  if (!truncate) {
+    throw new InvalidRequestError(
+      `Document ${index} with the query is ${length} tokens, more than the ${model.maxInputTokens} that model '${installed.id}' accepts. Shorten it or pass "truncate": true.`,
+      { param: `documents.${index}`, code: 'context_length_exceeded' },
+    );
+  }
+  return document.slice(0, Math.max(0, document.length - (length - model.maxInputTokens)));
+}
+
+export async function rerank(model: RankingModel, installed: InstalledModel, request: RerankTaskRequest, signal: AbortSignal): Promise<RerankResult> {
+  const query = model.tokenize(request.query);
+  // The query must leave room for at least one document token.
+  const queryLength = model.pairLength(query, [query[0] ?? 0]);
+  if (queryLength > model.maxInputTokens) {
+    throw new InvalidRequestError(`The query is ${queryLength - 1} tokens, too long for model '${installed.id}' (${model.maxInputTokens} tokens with a document).`, {
+      param: 'query',
+      code: 'context_length_exceeded',
+    });
+  }
+  const documents = request.documents.map((text, i) => fitDocument(model, installed, query, model.tokenize(text), i, request.truncate));
+  const promptTokens = documents.reduce((sum, document) => sum + model.pairLength(query, document), 0);
+  const scores = await model.score(query, documents, signal);
+  const results = scores
+    .map((score, index) => ({ index, score }))
+    .sort((a, b) => b.score - a.score || a.index - b.index)
+    .slice(0, request.topN ?? scores.length);
+  return { results, promptTokens };
+}

@@ -111,7 +111,10 @@ function barsView(stream: NodeJS.WriteStream): PullProgressView {
   const multibar = new cliProgress.MultiBar(
     {
       stream,
-      format: ' {file} |{bar}| {percentage}% | {size} | {speed} | ETA {eta}',
+      // Narrow enough for an 80-column terminal with a long file name.
+      // {eta} is cli-progress's own token (seconds); ours is {remaining}.
+      format: ' {file} |{bar}| {percentage}% {size} {speed} {remaining}',
+      barsize: 24,
       barCompleteChar: '█',
       barIncompleteChar: '░',
       hideCursor: true,
@@ -121,11 +124,11 @@ function barsView(stream: NodeJS.WriteStream): PullProgressView {
     cliProgress.Presets.shades_classic,
   );
   const bars = new Map<string, { bar: cliProgress.SingleBar; rate: Rate; total: number | undefined; lastAt: number }>();
-  const payload = (file: string, received: number, total: number | undefined, rate: Rate, done = false) => ({
+  const payload = (file: string, received: number, total: number | undefined, rate: Rate, done?: string) => ({
     file,
     size: sizeText(received, total),
-    speed: done ? 'done' : `${formatBytes(rate.bytesPerSecond(received))}/s`,
-    eta: done ? '0s' : rate.eta(received, total),
+    speed: done ? '' : `${formatBytes(rate.bytesPerSecond(received))}/s`,
+    remaining: done ? done : `ETA ${rate.eta(received, total)}`,
   });
   return {
     log: (line) => multibar.log(`${line}\n`),
@@ -160,7 +163,7 @@ function barsView(stream: NodeJS.WriteStream): PullProgressView {
             return;
           }
           state.bar.setTotal(event.sizeBytes);
-          state.bar.update(event.sizeBytes, { ...payload(event.file, event.sizeBytes, event.sizeBytes, state.rate, true) });
+          state.bar.update(event.sizeBytes, payload(event.file, event.sizeBytes, event.sizeBytes, state.rate, event.verifiedWith ? 'done, sha256 verified' : 'done'));
           return;
         }
       }

@@ -78,7 +78,7 @@ async function writeRandomFile(file: string, size: number): Promise<string> {
   for (let written = 0; written < size; written += chunk) {
     const block = randomBytes(Math.min(chunk, size - written));
     hash.update(block);
-    if (!out.write(block)) await new Promise((r) => out.once('drain', r));
+    if (!out.write(block)) await new Promise<void>((r) => out.once('drain', () => r()));
   }
   await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
   return hash.digest('hex');

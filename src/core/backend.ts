@@ -14,6 +14,10 @@ export interface LoadedModel {
 export interface LoadOptions {
   /** CPU threads the runtime may use; 0 lets the runtime decide. */
   threads: number;
+  /** Concurrent generations a model should serve (chat: sequences of one context). */
+  parallel?: number;
+  /** Requests that may wait for a free sequence before the model answers 503. */
+  maxQueue?: number;
 }
 
 export interface Loader<M extends LoadedModel = LoadedModel> {

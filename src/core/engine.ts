@@ -59,7 +59,7 @@ export class Engine {
         keepAliveMs: this.options.keepAliveMs,
         maxMemoryBytes: this.options.maxMemoryBytes,
         maxLoaded: this.options.maxLoaded,
-        load: { threads: this.options.threads },
+        load: { threads: this.options.threads, parallel: this.options.parallel, maxQueue: this.options.maxQueue },
         log: this.options.log,
       },
       async (model) => {

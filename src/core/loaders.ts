@@ -6,6 +6,7 @@ import type { LoaderTable } from './backend.js';
  * pays for loading node-llama-cpp.
  */
 export const defaultLoaders: LoaderTable = {
+  'llama:chat': () => import('../backends/llama/chat.js').then((m) => m.chatLoader),
   'llama:embedding': () => import('../backends/llama/embedding.js').then((m) => m.embeddingLoader),
   'llama:rerank': () => import('../backends/llama/ranking.js').then((m) => m.rankingLoader),
 };

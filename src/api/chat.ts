@@ -1,0 +1,220 @@
+import { z } from 'zod';
+import { UnsupportedError } from '../core/errors.js';
+import type { ChatMessage, ChatRequest, ChatToolChoice } from '../core/tasks/chat.js';
+import { parseRequest } from './validate.js';
+
+/**
+ * POST /v1/chat/completions: request schema and wire shapes (OpenAI's).
+ * Fields OpenAI clients send routinely but that change nothing here are
+ * accepted; any other unknown field, or a value the engine cannot honour,
+ * is a 400 naming it.
+ */
+
+const textPart = z.object({ type: z.literal('text'), text: z.string() });
+const content = z.union([z.string(), z.array(textPart)]);
+
+const toolCall = z.object({
+  id: z.string().min(1),
+  type: z.literal('function'),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const message = z.discriminatedUnion('role', [
+  z.object({ role: z.enum(['system', 'developer']), content, name: z.string().optional() }),
+  z.object({ role: z.literal('user'), content, name: z.string().optional() }),
+  z.object({
+    role: z.literal('assistant'),
+    content: content.nullish(),
+    name: z.string().optional(),
+    reasoning_content: z.string().nullish(),
+    tool_calls: z.array(toolCall).nullish(),
+    refusal: z.string().nullish(),
+  }),
+  z.object({ role: z.literal('tool'), content, tool_call_id: z.string().min(1) }),
+]);
+
+const tool = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+const responseFormat = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }),
+  z.object({ type: z.literal('json_object') }),
+  z.object({
+    type: z.literal('json_schema'),
+    json_schema: z.object({
+      name: z.string().min(1),
+      description: z.string().optional(),
+      schema: z.record(z.string(), z.unknown()).optional(),
+      strict: z.boolean().nullish(),
+    }),
+  }),
+]);
+
+const positiveInt = z.int().positive();
+
+export const chatCompletionSchema = z.object({
+  model: z.string().min(1),
+  messages: z.array(message).min(1, 'must contain at least one message'),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  /** Extension (llama.cpp, vLLM, Ollama clients send it). */
+  top_k: z.int().min(0).nullish(),
+  max_tokens: positiveInt.nullish(),
+  max_completion_tokens: positiveInt.nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+  stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(16)]).nullish(),
+  seed: z.int().nullish(),
+  n: z.literal(1, 'only n=1 is supported').nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  logit_bias: z.record(z.string().regex(/^\d+$/, 'keys must be token ids'), z.number().min(-100).max(100)).nullish(),
+  response_format: responseFormat.nullish(),
+  tools: z.array(tool).nullish(),
+  tool_choice: z
+    .union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) })])
+    .nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  reasoning_effort: z.enum(['low', 'medium', 'high']).nullish(),
+  thinking_enabled: z.boolean().nullish(),
+  thinking_tokens: z.int().min(0).nullish(),
+  // Sent by common clients; no effect on a local engine.
+  user: z.string().nullish(),
+  store: z.boolean().nullish(),
+  metadata: z.record(z.string(), z.string()).nullish(),
+  service_tier: z.string().nullish(),
+  prompt_cache_key: z.string().nullish(),
+  safety_identifier: z.string().nullish(),
+  modalities: z.array(z.literal('text', "only 'text' output is supported")).nullish(),
+  logprobs: z.literal(false, 'logprobs are not supported').nullish(),
+  top_logprobs: z.literal(0, 'logprobs are not supported').nullish(),
+});
+export type ChatCompletionBody = z.output<typeof chatCompletionSchema>;
+
+/** Rejects fields no schema entry knows (a typo or a feature we lack) with a 400 naming the field. */
+export function rejectUnknownFields(body: unknown, known: ReadonlySet<string>): void {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+  for (const key of Object.keys(body)) {
+    if (!known.has(key)) throw new UnsupportedError(`Unsupported parameter '${key}'.`, { param: key });
+  }
+}
+
+const CHAT_FIELDS = new Set(Object.keys(chatCompletionSchema.shape));
+
+export function parseChatCompletion(body: unknown): ChatCompletionBody {
+  const parsed = parseRequest(chatCompletionSchema, body);
+  rejectUnknownFields(body, CHAT_FIELDS);
+  return parsed;
+}
+
+function text(value: string | Array<{ text: string }> | null | undefined): string {
+  if (value == null) return '';
+  return typeof value === 'string' ? value : value.map((p) => p.text).join('');
+}
+
+export function toChatRequest(body: ChatCompletionBody): ChatRequest {
+  const messages: ChatMessage[] = body.messages.map((m) => {
+    switch (m.role) {
+      case 'system':
+      case 'developer':
+        return { role: 'system', content: text(m.content) };
+      case 'user':
+        return { role: 'user', content: text(m.content) };
+      case 'tool':
+        return { role: 'tool', content: text(m.content), toolCallId: m.tool_call_id };
+      case 'assistant':
+        return {
+          role: 'assistant',
+          content: text(m.content),
+          ...(m.reasoning_content ? { reasoning: m.reasoning_content } : {}),
+          ...(m.tool_calls?.length ? { toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) } : {}),
+        };
+    }
+  });
+  const choice = body.tool_choice;
+  const toolChoice: ChatToolChoice | undefined = choice == null ? undefined : typeof choice === 'string' ? choice : { name: choice.function.name };
+  if (toolChoice !== undefined && toolChoice !== 'none' && toolChoice !== 'auto' && !body.tools?.length) {
+    throw new UnsupportedError('tool_choice requires tools.', { param: 'tool_choice' });
+  }
+  const format = body.response_format;
+  const stop = body.stop == null ? undefined : typeof body.stop === 'string' ? [body.stop] : body.stop;
+  return {
+    model: body.model,
+    messages,
+    maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
+    temperature: body.temperature ?? undefined,
+    topP: body.top_p ?? undefined,
+    topK: body.top_k ?? undefined,
+    seed: body.seed ?? undefined,
+    stop,
+    presencePenalty: body.presence_penalty ?? undefined,
+    frequencyPenalty: body.frequency_penalty ?? undefined,
+    logitBias: body.logit_bias ? Object.fromEntries(Object.entries(body.logit_bias).map(([k, v]) => [Number(k), v])) : undefined,
+    thinking: body.thinking_enabled ?? undefined,
+    thinkingBudget: body.thinking_tokens ?? undefined,
+    reasoningEffort: body.reasoning_effort ?? undefined,
+    responseFormat:
+      format == null ? undefined
+      : format.type === 'json_schema' ? { type: 'json_schema', schema: format.json_schema.schema ?? {} }
+      : format,
+    tools: body.tools?.map((t) => ({ name: t.function.name, description: t.function.description, parameters: t.function.parameters })),
+    toolChoice,
+    parallelToolCalls: body.parallel_tool_calls ?? undefined,
+  };
+}
+
+// ---- wire shapes ----
+
+export interface ChatCompletionToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  system_fingerprint: string;
+  choices: Array<{
+    index: 0;
+    message: { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: ChatCompletionToolCall[] };
+    logprobs: null;
+    finish_reason: 'stop' | 'length' | 'tool_calls';
+  }>;
+  usage: ChatCompletionUsage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  system_fingerprint: string;
+  choices: Array<{
+    index: 0;
+    delta: {
+      role?: 'assistant';
+      content?: string;
+      reasoning_content?: string;
+      tool_calls?: Array<{ index: number } & ChatCompletionToolCall>;
+    };
+    logprobs: null;
+    finish_reason: 'stop' | 'length' | 'tool_calls' | null;
+  }>;
+  usage?: ChatCompletionUsage | null;
+}

@@ -1,0 +1,71 @@
+import { GeneralChatWrapper, LlamaText, resolveChatWrapper, type ChatWrapper, type ChatWrapperGeneratedContextState, type LlamaModel } from 'node-llama-cpp';
+
+/**
+ * Chat wrappers (node-llama-cpp's renderers of a model's chat template) for
+ * the per-request template switches: thinking on/off, reasoning effort and a
+ * forced tool call. node-llama-cpp picks the wrapper for the model
+ * (QwenChatWrapper for Qwen3, a Jinja wrapper for unknown templates); the
+ * switches go into that wrapper's own options, so the prompt is exactly what
+ * the model's template would render. Variants are cached per model.
+ * (This module is only imported by the lazily loaded chat backend.)
+ */
+
+export interface WrapperVariant {
+  /** undefined = the template's default. */
+  thinking: boolean | undefined;
+  effort: 'low' | 'medium' | 'high' | undefined;
+  /** tool_choice required / named: the answer must start with a function call. */
+  requireFunctionCall: boolean;
+}
+
+export class ChatWrappers {
+  private readonly cache = new Map<string, ChatWrapper>();
+
+  constructor(private readonly model: LlamaModel) {}
+
+  get(variant: WrapperVariant): ChatWrapper {
+    const key = `${variant.thinking}:${variant.effort}:${variant.requireFunctionCall}`;
+    let wrapper = this.cache.get(key);
+    if (!wrapper) {
+      wrapper = steerResponseStart(this.resolve(variant), variant);
+      this.cache.set(key, wrapper);
+    }
+    return wrapper;
+  }
+
+  private resolve({ thinking, effort }: WrapperVariant): ChatWrapper {
+    const templateArgs: Record<string, unknown> = {};
+    if (thinking !== undefined) templateArgs.enable_thinking = thinking;
+    if (effort !== undefined) templateArgs.reasoning_effort = effort;
+    const resolved = resolveChatWrapper(this.model, {
+      customWrapperSettings: {
+        // Qwen3's template with enable_thinking=false pre-fills an empty <think></think>; "discourage" renders exactly that.
+        ...(thinking === false ? { qwen: { thoughts: 'discourage' as const }, deepSeek: { thoughts: 'discourage' as const } } : {}),
+        ...(effort !== undefined ? { harmony: { reasoningEffort: effort } } : {}),
+        jinjaTemplate: { additionalRenderParameters: templateArgs },
+      },
+      warningLogs: false,
+    });
+    return resolved ?? new GeneralChatWrapper();
+  }
+}
+
+/**
+ * A forced tool call (tool_choice required or named) uses node-llama-cpp's
+ * response-start steering (the mechanism its Muse wrapper uses): the answer
+ * enters function calling mode at once, whose grammar only admits the offered
+ * functions and their parameter schemas. Wrappers that already steer their
+ * own start are left alone.
+ */
+function steerResponseStart(inner: ChatWrapper, variant: WrapperVariant): ChatWrapper {
+  if (!variant.requireFunctionCall) return inner;
+  const steered = Object.create(inner) as ChatWrapper;
+  steered.generateContextState = (options): ChatWrapperGeneratedContextState => {
+    const state = inner.generateContextState.call(steered, options);
+    if (state.functionCall || state.prefixTriggers || state.noPrefixTrigger) return state;
+    const hasFunctions = options.availableFunctions !== undefined && Object.keys(options.availableFunctions).length > 0;
+    if (!hasFunctions) return state;
+    return { ...state, prefixTriggers: [], noPrefixTrigger: { type: 'functionCall', inject: LlamaText([]) } };
+  };
+  return steered;
+}

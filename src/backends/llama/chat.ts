@@ -1,0 +1,288 @@
+import { randomUUID } from 'node:crypto';
+import {
+  LlamaChat,
+  TokenBias,
+  type ChatHistoryItem,
+  type ChatModelFunctions,
+  type GbnfJsonSchema,
+  type LlamaChatResponse,
+  type LlamaChatResponseChunk,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type LLamaChatGenerateResponseOptions,
+} from 'node-llama-cpp';
+import type { Loader, LoadOptions } from '../../core/backend.js';
+import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
+import type { InstalledModel } from '../../core/store.js';
+import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
+import { getRuntime, loadGguf, threadsFor } from './runtime.js';
+import { toChatHistory, toFunctions } from './chat-history.js';
+import { QueueFullError, SlotPool } from './chat-slots.js';
+import { PushQueue } from './chat-stream.js';
+import { ChatWrappers } from './chat-wrapper.js';
+
+/**
+ * The llama.cpp chat backend: one model, one context with `parallel`
+ * sequences, and a pool handing a sequence to each request (queueing beyond,
+ * 503 beyond the queue). Requests on different sequences are decoded in the
+ * same batches by node-llama-cpp, so they really run at the same time. A
+ * sequence keeps its tokens between requests, and a request is given the
+ * free sequence that already holds most of its conversation, so the next
+ * turn only evaluates what is new.
+ */
+
+const DEFAULT_CONTEXT = 4096;
+
+interface Slot {
+  sequence: LlamaContextSequence;
+  /** Fingerprints of the messages (and reply) the sequence holds now. */
+  held: string[];
+}
+
+export class LlamaChatModel implements ChatModel {
+  private readonly wrappers: ChatWrappers;
+  private jsonGrammar: Promise<LlamaGrammar> | undefined;
+
+  constructor(
+    readonly model: LlamaModel,
+    readonly context: LlamaContext,
+    private readonly pool: SlotPool<Slot>,
+    private readonly defaults: { temperature?: number },
+  ) {
+    this.wrappers = new ChatWrappers(model);
+  }
+
+  get memoryBytes(): number {
+    return this.model.size + this.context.stateSize;
+  }
+
+  get contextSize(): number {
+    return this.context.contextSize;
+  }
+
+  async dispose(): Promise<void> {
+    this.pool.rejectAll(new OverloadedError('The model was unloaded while this request waited.'));
+    await this.context.dispose();
+    await this.model.dispose();
+  }
+
+  async *generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    // Everything that can reject the request happens before it takes a sequence.
+    const history = toChatHistory(request.messages);
+    const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== 'none';
+    const functions = useTools ? this.functionsFor(request) : undefined;
+    const grammar = await this.grammarFor(request, functions !== undefined);
+    const wrapper = this.wrappers.get({
+      thinking: request.thinking,
+      effort: request.reasoningEffort,
+      requireFunctionCall: functions !== undefined && (request.toolChoice === 'required' || typeof request.toolChoice === 'object'),
+    });
+    const promptTokens = wrapper
+      .generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true })
+      .contextText.tokenize(this.model.tokenizer).length;
+    const room = this.context.contextSize - promptTokens;
+    if (room <= 0) {
+      throw new InvalidRequestError(`The conversation is ${promptTokens} tokens; this model's context holds ${this.context.contextSize}.`, {
+        param: 'messages',
+        code: 'context_length_exceeded',
+      });
+    }
+    const tokenBias = this.tokenBiasFor(request);
+    const fingerprints = request.messages.map(fingerprint);
+
+    let slot: Slot;
+    try {
+      slot = await this.pool.acquire(signal, (free) => mostShared(free, fingerprints));
+    } catch (error) {
+      if (error instanceof QueueFullError) throw new OverloadedError();
+      throw error;
+    }
+    const stop = new AbortController();
+    const abort = AbortSignal.any([signal, stop.signal]);
+    const queue = new PushQueue<ChatDelta>();
+    const chat = new LlamaChat({ contextSequence: slot.sequence, chatWrapper: wrapper });
+    const outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
+    let content = '';
+    let afterThought = false;
+    const onResponseChunk = (chunk: LlamaChatResponseChunk) => {
+      if (chunk.text === '') return;
+      if (chunk.type === 'segment') {
+        afterThought = true;
+        queue.push({ type: 'reasoning', text: chunk.text });
+        return;
+      }
+      // Templates put a blank line between </think> and the answer; it is not part of the answer.
+      const text = afterThought && content === '' ? chunk.text.trimStart() : chunk.text;
+      if (text === '') return;
+      content += text;
+      queue.push({ type: 'content', text });
+    };
+    let calls = 0;
+    const options: LLamaChatGenerateResponseOptions<ChatModelFunctions | undefined> = {
+      signal: abort,
+      stopOnAbortSignal: true,
+      maxTokens: Math.min(request.maxTokens ?? room, room),
+      ...this.sampling(request),
+      tokenBias,
+      customStopTriggers: request.stop?.length ? request.stop : undefined,
+      budgets: { thoughtTokens: request.thinkingBudget ?? Infinity },
+      onResponseChunk,
+      ...(functions
+        ? {
+            functions,
+            documentFunctionParams: true,
+            maxParallelFunctionCalls: request.parallelToolCalls === false ? 1 : undefined,
+            onFunctionCall: (call) => {
+              queue.push({
+                type: 'tool_call',
+                index: calls++,
+                call: { id: `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`, name: call.functionName, arguments: JSON.stringify(call.params ?? {}) },
+              });
+            },
+          }
+        : { grammar }),
+    };
+    const done = chat.generateResponse(history, options).then(
+      (response) => {
+        queue.push({
+          type: 'done',
+          ...finishOf(response),
+          usage: { promptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore },
+        });
+        queue.end();
+        slot.held = [...fingerprints, fingerprint({ role: 'assistant', content })];
+      },
+      (error: unknown) => {
+        slot.held = [];
+        queue.fail(error);
+      },
+    );
+    try {
+      yield* queue;
+    } finally {
+      // Consumer gone early (client disconnect, error downstream): stop at the next token.
+      stop.abort();
+      await done;
+      chat.dispose({ disposeSequence: false });
+      this.pool.release(slot);
+    }
+  }
+
+  private sampling(request: ChatRequest): Pick<LLamaChatGenerateResponseOptions, 'temperature' | 'topP' | 'topK' | 'minP' | 'seed' | 'repeatPenalty'> {
+    const temperature = request.temperature ?? this.defaults.temperature ?? 0.8;
+    const penalties = (request.presencePenalty ?? 0) !== 0 || (request.frequencyPenalty ?? 0) !== 0;
+    return {
+      temperature,
+      // llama.cpp server's sampling defaults where the request says nothing.
+      topP: request.topP ?? 0.95,
+      topK: request.topK ?? 40,
+      minP: 0.05,
+      seed: request.seed,
+      // OpenAI semantics: no repetition penalty unless presence/frequency penalties are asked for.
+      repeatPenalty: penalties
+        ? { penalty: 1, presencePenalty: request.presencePenalty ?? 0, frequencyPenalty: request.frequencyPenalty ?? 0, lastTokens: 64, penalizeNewLine: true }
+        : false,
+    };
+  }
+
+  private functionsFor(request: ChatRequest): ChatModelFunctions {
+    let tools = request.tools ?? [];
+    if (typeof request.toolChoice === 'object') {
+      const name = request.toolChoice.name;
+      tools = tools.filter((t) => t.name === name);
+      if (tools.length === 0) throw new InvalidRequestError(`tool_choice names '${name}', which is not in tools.`, { param: 'tool_choice' });
+    }
+    return toFunctions(tools);
+  }
+
+  private async grammarFor(request: ChatRequest, hasFunctions: boolean): Promise<LlamaGrammar | undefined> {
+    const format = request.responseFormat;
+    if (!format || format.type === 'text') return undefined;
+    if (hasFunctions) throw new UnsupportedError('response_format cannot be combined with tools on this engine.', { param: 'response_format' });
+    const llama = await getRuntime();
+    if (format.type === 'json_object') {
+      this.jsonGrammar ??= llama.getGrammarFor('json');
+      return this.jsonGrammar;
+    }
+    try {
+      return await llama.createGrammarForJsonSchema(format.schema as GbnfJsonSchema);
+    } catch (error) {
+      throw new UnsupportedError(`response_format.json_schema.schema cannot be enforced: ${(error as Error).message}`, {
+        param: 'response_format.json_schema.schema',
+      });
+    }
+  }
+
+  private tokenBiasFor(request: ChatRequest): TokenBias | undefined {
+    const entries = Object.entries(request.logitBias ?? {});
+    if (entries.length === 0) return undefined;
+    const bias = new TokenBias(this.model.tokenizer);
+    const vocab = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? Infinity;
+    for (const [key, value] of entries) {
+      const token = Number(key);
+      if (!Number.isInteger(token) || token < 0 || token >= vocab) {
+        throw new InvalidRequestError(`logit_bias: '${key}' is not a token id of this model.`, { param: 'logit_bias' });
+      }
+      bias.set(token as Parameters<TokenBias['set']>[0] & number, value <= -100 ? 'never' : { logit: value });
+    }
+    return bias;
+  }
+}
+
+function finishOf(response: LlamaChatResponse<ChatModelFunctions | undefined>): { finishReason: FinishReason; stopSequence: string | null } {
+  const meta = response.metadata;
+  if (meta.stopReason === 'customStopTrigger') {
+    return { finishReason: 'stop', stopSequence: meta.customStopTrigger.filter((p): p is string => typeof p === 'string').join('') };
+  }
+  const reason: FinishReason = meta.stopReason === 'maxTokens' ? 'length' : meta.stopReason === 'functionCalls' ? 'tool_calls' : 'stop';
+  return { finishReason: reason, stopSequence: null };
+}
+
+function fingerprint(message: { role: string; content: string; toolCalls?: unknown; toolCallId?: string }): string {
+  return JSON.stringify([message.role, message.content, message.toolCalls ?? null, message.toolCallId ?? null]);
+}
+
+/** The free slot whose held conversation shares the longest message prefix with this one. */
+function mostShared(free: readonly Slot[], messages: readonly string[]): Slot {
+  let best = free[0]!;
+  let bestShared = -1;
+  for (const slot of free) {
+    let shared = 0;
+    while (shared < slot.held.length && shared < messages.length && slot.held[shared] === messages[shared]) shared++;
+    if (shared > bestShared) {
+      best = slot;
+      bestShared = shared;
+    }
+  }
+  return best;
+}
+
+export const chatLoader: Loader<LlamaChatModel> = {
+  async load(installed: InstalledModel, options: LoadOptions): Promise<LlamaChatModel> {
+    const file = installed.files.model ?? Object.values(installed.files)[0];
+    if (!file) throw new Error(`model '${installed.id}' has no GGUF file`);
+    const model = await loadGguf(file);
+    const parallel = Math.max(1, options.parallel ?? 4);
+    const configured = installed.entry.defaults.context_size;
+    const perSequence = typeof configured === 'number' ? configured : Math.min(model.trainContextSize, DEFAULT_CONTEXT);
+    let context: LlamaContext;
+    try {
+      context = await model.createContext({
+        sequences: parallel,
+        // Shrinks to what memory allows, like node-llama-cpp's own "auto".
+        contextSize: { min: Math.min(512, perSequence), max: perSequence },
+        threads: threadsFor(options),
+      });
+    } catch (error) {
+      await model.dispose();
+      throw error;
+    }
+    const slots: Slot[] = Array.from({ length: parallel }, () => ({ sequence: context.getSequence(), held: [] }));
+    const temperature = installed.entry.defaults.temperature;
+    return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), {
+      temperature: typeof temperature === 'number' ? temperature : undefined,
+    });
+  },
+};

@@ -1,0 +1,117 @@
+import type { Engine } from '../engine.js';
+import type { LoadedModel } from '../backend.js';
+
+/**
+ * The chat task: one neutral request type that the OpenAI and Anthropic
+ * adapters and the CLI all translate into, and one stream of deltas that they
+ * all translate back out of. The task knows nothing about HTTP.
+ */
+
+export interface ChatToolCall {
+  id: string;
+  name: string;
+  /** JSON text of the arguments, as OpenAI carries it. */
+  arguments: string;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  /** Assistant turns: earlier reasoning (dropped from the prompt by most templates). */
+  reasoning?: string;
+  /** Assistant turns: the calls it made. */
+  toolCalls?: ChatToolCall[];
+  /** Tool turns: which call this is the result of. */
+  toolCallId?: string;
+}
+
+export interface ChatTool {
+  name: string;
+  description?: string;
+  /** JSON schema of the arguments object. */
+  parameters?: Record<string, unknown>;
+}
+
+export type ChatToolChoice = 'auto' | 'none' | 'required' | { name: string };
+
+export type ChatResponseFormat = { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; schema: Record<string, unknown> };
+
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  seed?: number;
+  stop?: string[];
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  /** Token id → additive logit bias (OpenAI's logit_bias). */
+  logitBias?: Record<number, number>;
+  /** Template's enable-thinking switch; undefined = the model's default. */
+  thinking?: boolean;
+  /** Most tokens spent thinking before the answer is forced. */
+  thinkingBudget?: number;
+  reasoningEffort?: 'low' | 'medium' | 'high';
+  responseFormat?: ChatResponseFormat;
+  tools?: ChatTool[];
+  toolChoice?: ChatToolChoice;
+  /** false: at most one tool call per turn. */
+  parallelToolCalls?: boolean;
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface ChatUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export type ChatDelta =
+  | { type: 'reasoning'; text: string }
+  | { type: 'content'; text: string }
+  | { type: 'tool_call'; index: number; call: ChatToolCall }
+  | { type: 'done'; finishReason: FinishReason; stopSequence: string | null; usage: ChatUsage };
+
+/** What a chat backend's loaded model offers the task. */
+export interface ChatModel extends LoadedModel {
+  generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta>;
+}
+
+/**
+ * Runs one chat request. The model is leased only while the generation runs;
+ * breaking out of the iteration (or aborting `signal`) stops generation and
+ * frees the sequence.
+ */
+export async function* chat(engine: Engine, request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  const lease = await engine.acquire<ChatModel>(request.model, ['chat']);
+  try {
+    yield* lease.model.generate(request, signal);
+  } finally {
+    lease.release();
+  }
+}
+
+export interface ChatResult {
+  content: string;
+  reasoning: string;
+  toolCalls: ChatToolCall[];
+  finishReason: FinishReason;
+  stopSequence: string | null;
+  usage: ChatUsage;
+}
+
+/** Gathers a whole delta stream into one result (the non-streamed responses). */
+export async function collectChat(deltas: AsyncIterable<ChatDelta>): Promise<ChatResult> {
+  let content = '';
+  let reasoning = '';
+  const toolCalls: ChatToolCall[] = [];
+  for await (const delta of deltas) {
+    if (delta.type === 'content') content += delta.text;
+    else if (delta.type === 'reasoning') reasoning += delta.text;
+    else if (delta.type === 'tool_call') toolCalls.push(delta.call);
+    else return { content, reasoning, toolCalls, finishReason: delta.finishReason, stopSequence: delta.stopSequence, usage: delta.usage };
+  }
+  throw new Error('chat stream ended without a final delta');
+}

@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto';
+import { Router } from 'express';
+import { parseChatCompletion, toChatRequest, type ChatCompletion, type ChatCompletionChunk, type ChatCompletionUsage } from '../../api/chat.js';
+import { chat, collectChat, type ChatDelta, type ChatUsage } from '../../core/tasks/chat.js';
+import { requestSignal, type ServerContext } from '../context.js';
+import { openAIError, toLserveError } from '../errors.js';
+import { SseWriter } from '../sse.js';
+
+/** POST /v1/chat/completions (OpenAI), streamed as SSE or not. */
+
+export const SYSTEM_FINGERPRINT = 'fp_lserve_llama';
+
+function usageOf(usage: ChatUsage): ChatCompletionUsage {
+  return { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens };
+}
+
+export function chatRouter({ engine, shutdown }: ServerContext): Router {
+  const router = Router();
+
+  router.post('/v1/chat/completions', async (req, res) => {
+    const body = parseChatCompletion(req.body);
+    const request = toChatRequest(body);
+    const signal = requestSignal(req, res, shutdown);
+    const id = `chatcmpl-${randomUUID()}`;
+    const created = Math.floor(Date.now() / 1000);
+
+    if (!body.stream) {
+      const result = await collectChat(chat(engine, request, signal));
+      const response: ChatCompletion = {
+        id,
+        object: 'chat.completion',
+        created,
+        model: body.model,
+        system_fingerprint: SYSTEM_FINGERPRINT,
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: 'assistant',
+              content: result.toolCalls.length > 0 && result.content === '' ? null : result.content,
+              ...(result.reasoning ? { reasoning_content: result.reasoning } : {}),
+              ...(result.toolCalls.length > 0
+                ? { tool_calls: result.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) }
+                : {}),
+            },
+            logprobs: null,
+            finish_reason: result.toolCalls.length > 0 ? 'tool_calls' : result.finishReason,
+          },
+        ],
+        usage: usageOf(result.usage),
+      };
+      res.json(response);
+      return;
+    }
+
+    const includeUsage = body.stream_options?.include_usage === true;
+    const chunk = (delta: ChatCompletionChunk['choices'][0]['delta'], finish: ChatCompletionChunk['choices'][0]['finish_reason'] = null): ChatCompletionChunk => ({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model: body.model,
+      system_fingerprint: SYSTEM_FINGERPRINT,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      ...(includeUsage ? { usage: null } : {}),
+    });
+    const deltas = chat(engine, request, signal)[Symbol.asyncIterator]();
+    // The first delta comes after lookup, load, validation and queueing: until then, failures are plain HTTP errors.
+    let next = await deltas.next();
+    const sse = new SseWriter(res);
+    sse.data(chunk({ role: 'assistant', content: '' }));
+    let sawToolCall = false;
+    try {
+      for (; !next.done; next = await deltas.next()) {
+        const delta: ChatDelta = next.value;
+        if (delta.type === 'content') sse.data(chunk({ content: delta.text }));
+        else if (delta.type === 'reasoning') sse.data(chunk({ reasoning_content: delta.text }));
+        else if (delta.type === 'tool_call') {
+          sawToolCall = true;
+          const { call } = delta;
+          sse.data(chunk({ tool_calls: [{ index: delta.index, id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }] }));
+        } else {
+          sse.data(chunk({}, sawToolCall ? 'tool_calls' : delta.finishReason));
+          if (includeUsage) sse.data({ ...chunk({}), choices: [], usage: usageOf(delta.usage) });
+        }
+      }
+      sse.raw('data: [DONE]\n\n');
+    } catch (error) {
+      // Headers are out: report in-band, the way OpenAI-compatible servers do.
+      if (!signal.aborted) sse.data(openAIError(toLserveError(error)));
+    } finally {
+      sse.end();
+    }
+  });
+
+  return router;
+}

@@ -40,7 +40,7 @@ export class ChatWrappers {
     const resolved = resolveChatWrapper(this.model, {
       customWrapperSettings: {
         // Qwen3's template with enable_thinking=false pre-fills an empty <think></think>; "discourage" renders exactly that.
-        ...(thinking === false ? { qwen: { thoughts: 'discourage' as const }, deepSeek: { thoughts: 'discourage' as const } } : {}),
+        ...(thinking === false ? { qwen: { thoughts: 'discourage' as const } } : {}),
         ...(effort !== undefined ? { harmony: { reasoningEffort: effort } } : {}),
         jinjaTemplate: { additionalRenderParameters: templateArgs },
       },
@@ -65,7 +65,12 @@ function steerResponseStart(inner: ChatWrapper, variant: WrapperVariant): ChatWr
     if (state.functionCall || state.prefixTriggers || state.noPrefixTrigger) return state;
     const hasFunctions = options.availableFunctions !== undefined && Object.keys(options.availableFunctions).length > 0;
     if (!hasFunctions) return state;
-    return { ...state, prefixTriggers: [], noPrefixTrigger: { type: 'functionCall', inject: LlamaText([]) } };
+    return {
+      contextText: state.contextText,
+      stopGenerationTriggers: state.stopGenerationTriggers,
+      prefixTriggers: [],
+      noPrefixTrigger: { type: 'functionCall', inject: LlamaText([]) },
+    };
   };
   return steered;
 }

@@ -102,6 +102,7 @@ export class LlamaChatModel implements ChatModel {
     const stop = new AbortController();
     const abort = AbortSignal.any([signal, stop.signal]);
     const queue = new PushQueue<ChatDelta>();
+    queue.push({ type: 'start', promptTokens });
     const chat = new LlamaChat({ contextSequence: slot.sequence, chatWrapper: wrapper });
     const outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
     let content = '';
@@ -207,7 +208,7 @@ export class LlamaChatModel implements ChatModel {
       return this.jsonGrammar;
     }
     try {
-      return await llama.createGrammarForJsonSchema(format.schema as GbnfJsonSchema);
+      return await llama.createGrammarForJsonSchema<GbnfJsonSchema>(format.schema as GbnfJsonSchema);
     } catch (error) {
       throw new UnsupportedError(`response_format.json_schema.schema cannot be enforced: ${(error as Error).message}`, {
         param: 'response_format.json_schema.schema',

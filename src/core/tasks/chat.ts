@@ -69,6 +69,8 @@ export interface ChatUsage {
 }
 
 export type ChatDelta =
+  /** First, once the request holds a sequence: the prompt size is known, generation starts. */
+  | { type: 'start'; promptTokens: number }
   | { type: 'reasoning'; text: string }
   | { type: 'content'; text: string }
   | { type: 'tool_call'; index: number; call: ChatToolCall }
@@ -111,7 +113,7 @@ export async function collectChat(deltas: AsyncIterable<ChatDelta>): Promise<Cha
     if (delta.type === 'content') content += delta.text;
     else if (delta.type === 'reasoning') reasoning += delta.text;
     else if (delta.type === 'tool_call') toolCalls.push(delta.call);
-    else return { content, reasoning, toolCalls, finishReason: delta.finishReason, stopSequence: delta.stopSequence, usage: delta.usage };
+    else if (delta.type === 'done') return { content, reasoning, toolCalls, finishReason: delta.finishReason, stopSequence: delta.stopSequence, usage: delta.usage };
   }
   throw new Error('chat stream ended without a final delta');
 }

@@ -72,6 +72,7 @@ export function chatRouter({ engine, shutdown }: ServerContext): Router {
     try {
       for (; !next.done; next = await deltas.next()) {
         const delta: ChatDelta = next.value;
+        if (delta.type === 'start') continue;
         if (delta.type === 'content') sse.data(chunk({ content: delta.text }));
         else if (delta.type === 'reasoning') sse.data(chunk({ reasoning_content: delta.text }));
         else if (delta.type === 'tool_call') {

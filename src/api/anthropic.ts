@@ -1,0 +1,84 @@
+import { z } from 'zod';
+import type { ChatMessage, ChatRequest } from '../core/tasks/chat.js';
+import { rejectUnknownFields } from './chat.js';
+import { parseRequest } from './validate.js';
+
+/**
+ * POST /v1/anthropic/messages (and /v1/messages): the Anthropic Messages
+ * request schema and wire shapes. Supported: system, stream, temperature,
+ * top_p, top_k, stop_sequences, metadata.user_id (accepted; it only labels
+ * the request upstream), thinking (mapped to the thinking switch and budget).
+ * tools, tool_choice and non-text content blocks are 400s naming the field.
+ */
+
+const textBlock = z.object({
+  type: z.literal('text', "only 'text' content blocks are supported"),
+  text: z.string(),
+  cache_control: z.unknown().optional(),
+  citations: z.unknown().optional(),
+});
+const content = z.union([z.string(), z.array(textBlock).min(1)]);
+
+export const messagesSchema = z.object({
+  model: z.string().min(1),
+  messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content })).min(1, 'must contain at least one message'),
+  max_tokens: z.int().positive(),
+  system: content.optional(),
+  temperature: z.number().min(0).max(1).optional(),
+  top_p: z.number().gt(0).max(1).optional(),
+  top_k: z.int().min(0).optional(),
+  stop_sequences: z.array(z.string().min(1)).max(16).optional(),
+  stream: z.boolean().optional(),
+  metadata: z.object({ user_id: z.string().nullish() }).optional(),
+  thinking: z
+    .discriminatedUnion('type', [z.object({ type: z.literal('enabled'), budget_tokens: z.int().min(0) }), z.object({ type: z.literal('disabled') })])
+    .optional(),
+});
+export type MessagesBody = z.output<typeof messagesSchema>;
+
+const FIELDS = new Set(Object.keys(messagesSchema.shape));
+
+export function parseMessages(body: unknown): MessagesBody {
+  const parsed = parseRequest(messagesSchema, body);
+  rejectUnknownFields(body, FIELDS);
+  return parsed;
+}
+
+function text(value: string | Array<{ text: string }>): string {
+  return typeof value === 'string' ? value : value.map((b) => b.text).join('');
+}
+
+export function toChatRequest(body: MessagesBody): ChatRequest {
+  const messages: ChatMessage[] = [];
+  if (body.system !== undefined) messages.push({ role: 'system', content: text(body.system) });
+  for (const m of body.messages) messages.push({ role: m.role, content: text(m.content) });
+  return {
+    model: body.model,
+    messages,
+    maxTokens: body.max_tokens,
+    temperature: body.temperature,
+    topP: body.top_p,
+    topK: body.top_k,
+    stop: body.stop_sequences,
+    // Anthropic semantics: no extended thinking unless asked for.
+    thinking: body.thinking?.type === 'enabled',
+    thinkingBudget: body.thinking?.type === 'enabled' ? body.thinking.budget_tokens : undefined,
+  };
+}
+
+// ---- wire shapes ----
+
+export type ContentBlock = { type: 'text'; text: string } | { type: 'thinking'; thinking: string; signature: string };
+
+export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence';
+
+export interface MessageResponse {
+  id: string;
+  type: 'message';
+  role: 'assistant';
+  content: ContentBlock[];
+  model: string;
+  stop_reason: StopReason | null;
+  stop_sequence: string | null;
+  usage: { input_tokens: number; output_tokens: number };
+}

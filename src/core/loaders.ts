@@ -9,4 +9,5 @@ export const defaultLoaders: LoaderTable = {
   'llama:chat': () => import('../backends/llama/chat.js').then((m) => m.chatLoader),
   'llama:embedding': () => import('../backends/llama/embedding.js').then((m) => m.embeddingLoader),
   'llama:rerank': () => import('../backends/llama/ranking.js').then((m) => m.rankingLoader),
+  'onnx:ocr': () => import('../backends/onnx/ocr.js').then((m) => m.ocrLoader),
 };

@@ -1,0 +1,38 @@
+import type { OcrModel } from '../../../backends/onnx/ocr.js';
+import type { RgbImage } from '../../../image/types.js';
+import { ctcGreedyDecode, type Decoded } from './ctc.js';
+import { packLines, type LineCrop } from './lines.js';
+import type { OcrOptions } from './options.js';
+
+/** Widest recogniser input; longer lines are squeezed rather than making one huge tensor. */
+const MAX_WIDTH = 3200;
+
+/**
+ * Recognises every line of an image in a few batched runs. Lines are sorted
+ * by aspect ratio so each batch pads to a similar width (PaddleOCR's
+ * strategy), then decoded with greedy CTC; results return in input order.
+ */
+export async function recognize(model: OcrModel, image: RgbImage, crops: readonly LineCrop[], options: OcrOptions, signal?: AbortSignal): Promise<Decoded[]> {
+  const results: Decoded[] = new Array(crops.length);
+  const order = crops.map((_, i) => i).sort((a, b) => crops[a]!.ratio - crops[b]!.ratio);
+  const height = options.rec_height;
+  for (let start = 0; start < order.length; start += options.rec_batch) {
+    signal?.throwIfAborted();
+    const indices = order.slice(start, start + options.rec_batch);
+    const batch = indices.map((i) => crops[i]!);
+    const maxRatio = Math.max(options.rec_min_width / height, ...batch.map((c) => c.ratio));
+    const batchWidth = Math.min(MAX_WIDTH, Math.ceil(height * maxRatio));
+    const { tensor, widths } = packLines(image, batch, height, batchWidth);
+    const out = await model.rec.run(tensor, [batch.length, 3, height, batchWidth]);
+    const [, steps = 0, classes = 0] = out.dims;
+    if (classes !== model.charset.length) {
+      throw new Error(`recogniser output has ${classes} classes but the dictionary gives ${model.charset.length}`);
+    }
+    indices.forEach((lineIndex, n) => {
+      // Steps past the line's own width only see padding; one extra step absorbs rounding.
+      const used = Math.min(steps, Math.ceil((steps * widths[n]!) / batchWidth) + 1);
+      results[lineIndex] = ctcGreedyDecode(out.data, n * steps * classes, used, classes, model.charset);
+    });
+  }
+  return results;
+}

@@ -1,0 +1,114 @@
+import sharp, { type Metadata, type Sharp } from 'sharp';
+import { InvalidRequestError, PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
+import { decodeBmp, isBmp } from './bmp.js';
+import type { RgbImage } from './types.js';
+
+/**
+ * Turns any supported image file into upright 8-bit RGB pixels: EXIF
+ * orientation applied, the first frame of animations, alpha composited onto
+ * white (documents are dark ink on light paper; a transparent background
+ * would otherwise turn black), greyscale and 16-bit expanded to 8-bit RGB.
+ * Every way an input can be bad becomes a typed error (400/413/415).
+ */
+
+/** Formats accepted from clients. SVG is deliberately absent: it can reference external files. */
+export const IMAGE_FORMATS = ['png', 'jpeg', 'webp', 'tiff', 'gif', 'bmp'] as const;
+export type ImageFormat = (typeof IMAGE_FORMATS)[number];
+
+/** Default decoded-size limit: 50 megapixels (an A4 page at 600 dpi is 35 MP). */
+export const DEFAULT_MAX_PIXELS = 50_000_000;
+
+export interface DecodeOptions {
+  maxPixels?: number;
+  /** Request field named in errors. */
+  param?: string;
+}
+
+export interface DecodedImage extends RgbImage {
+  format: ImageFormat;
+}
+
+export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}): Promise<DecodedImage> {
+  const maxPixels = options.maxPixels ?? DEFAULT_MAX_PIXELS;
+  const param = options.param ?? 'image';
+  if (input.length === 0) throw new InvalidRequestError('The image is empty (0 bytes).', { param, code: 'empty_image' });
+  const tooLarge = (w: number, h: number) =>
+    new PayloadTooLargeError(`Image is ${w}x${h} (${((w * h) / 1e6).toFixed(1)} MP); the limit is ${(maxPixels / 1e6).toFixed(1)} MP.`, {
+      param,
+      code: 'image_too_large',
+    });
+
+  let pipeline: Sharp;
+  let format: ImageFormat;
+  if (isBmp(input)) {
+    const bmp = decodeBmp(input, maxPixels, tooLarge);
+    pipeline = sharp(bmp.data, { raw: { width: bmp.width, height: bmp.height, channels: 4 } });
+    format = 'bmp';
+  } else {
+    // `failOn: 'truncated'` rejects cut-off files but tolerates the harmless warnings real cameras produce.
+    pipeline = sharp(input, { failOn: 'truncated', limitInputPixels: false, pages: 1 });
+    let meta: Metadata;
+    try {
+      meta = await pipeline.metadata();
+    } catch (error) {
+      throw mapSharpError(error, param);
+    }
+    const found = meta.format === 'heif' ? undefined : (IMAGE_FORMATS as readonly string[]).includes(meta.format) ? (meta.format as ImageFormat) : undefined;
+    if (!found) {
+      throw new UnsupportedMediaError(`Unsupported image format '${meta.format}'; use one of ${IMAGE_FORMATS.join(', ')}.`, {
+        param,
+        code: 'unsupported_image_format',
+      });
+    }
+    format = found;
+    const width = meta.width ?? 0;
+    const height = meta.pageHeight ?? meta.height ?? 0;
+    if (width <= 0 || height <= 0) throw new InvalidRequestError(`The image has no pixels (${width}x${height}).`, { param, code: 'empty_image' });
+    // Checked on the header, before decoding: a small file can declare a huge canvas.
+    if (width * height > maxPixels) throw tooLarge(width, height);
+  }
+
+  try {
+    const { data, info } = await pipeline
+      .rotate()
+      .flatten({ background: '#ffffff' })
+      .toColourspace('srgb')
+      .removeAlpha()
+      .raw({ depth: 'uchar' })
+      .toBuffer({ resolveWithObject: true });
+    if (info.channels !== 3) throw new UnsupportedMediaError(`Decoded image has ${info.channels} channels; expected RGB.`, { param, code: 'corrupt_image' });
+    return { data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height, format };
+  } catch (error) {
+    throw mapSharpError(error, param);
+  }
+}
+
+function mapSharpError(error: unknown, param: string): Error {
+  if (error instanceof InvalidRequestError || error instanceof UnsupportedMediaError || error instanceof PayloadTooLargeError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (/unsupported image format/i.test(message)) {
+    return new UnsupportedMediaError(`Not an image, or an unsupported format (supported: ${IMAGE_FORMATS.join(', ')}).`, {
+      param,
+      code: 'unsupported_image_format',
+    });
+  }
+  return new UnsupportedMediaError(`The image could not be decoded (truncated or corrupt): ${message.split('\n')[0]}`, {
+    param,
+    code: 'corrupt_image',
+  });
+}
+
+/** Encodes RGB pixels as PNG (used for annotated copies and tests). */
+export async function encodePng(image: RgbImage): Promise<Buffer> {
+  return sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } }).png().toBuffer();
+}
+
+/** Resizes RGB pixels to exactly `width`x`height` (used to build detector inputs). */
+export async function resizeRgb(image: RgbImage, width: number, height: number): Promise<RgbImage> {
+  if (width === image.width && height === image.height) return image;
+  const { data, info } = await sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } })
+    .resize(width, height, { fit: 'fill', kernel: 'linear' })
+    .raw()
+    .toBuffer({ resolveWithObject: true });
+  return { data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height };
+}

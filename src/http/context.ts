@@ -19,6 +19,11 @@ export interface ServerOptions {
   maxBodyBytes: number;
   /** Largest uploaded file (multipart), in bytes. */
   maxUploadBytes: number;
+  /**
+   * Allowlist for request fields that name a local path or URL (see
+   * remote-input.ts); undefined allows them only while bound to loopback.
+   */
+  allowRemoteInput?: string[];
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

@@ -1,12 +1,178 @@
 import { Command } from 'commander';
-import { notAvailableYet } from '../errors.js';
+import cliProgress from 'cli-progress';
+import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { isLserveError } from '../../core/errors.js';
+import { ocr, type OcrResult } from '../../core/tasks/ocr.js';
+import { decodeImage, encodePng } from '../../image/decode.js';
+import { drawPolygons } from '../../image/draw.js';
+import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
+import { createEngine, globalOptions } from '../context.js';
+
+interface OcrFlags {
+  model?: string;
+  json?: boolean;
+  boxes?: boolean;
+  output?: string;
+  threads?: string;
+}
 
 export function ocrCommand(): Command {
   return new Command('ocr')
-    .description('Recognise text in images (PP-OCR).')
-    .argument('<image...>', 'image files, globs, or - for stdin')
-    .option('-m, --model <id>', 'OCR model', 'ppocr-v4-mobile')
-    .option('--json', 'print the full JSON response')
-    .addHelpText('after', '\nExamples:\n  $ lserve ocr receipt.png\n  $ lserve ocr --json scans/*.jpg')
-    .action(() => notAvailableYet('ocr'));
+    .description('Recognise text in images (PP-OCR). Prints the text; --json prints lines, scores and boxes.')
+    .argument('<image...>', 'image files (png, jpeg, webp, tiff, gif, bmp), globs, or - for stdin')
+    .option('-m, --model <id>', 'OCR model (default: ppocr-v5-server if pulled, else the bundled ppocr-v4-mobile)')
+    .option('--json', 'print the full JSON response (an array when several images are given)')
+    .option('--boxes', 'write a copy of each image with the detected line boxes drawn on it')
+    .option('-o, --output <path>', 'with --boxes: the output PNG (one image) or directory (several); default <name>.boxes.png here')
+    .option('--threads <n>', 'CPU threads for inference (0 = all cores)')
+    .addHelpText('after', '\nExamples:\n  $ lserve ocr receipt.png\n  $ lserve ocr --json "scans/*.jpg"\n  $ cat page.png | lserve ocr -\n  $ lserve ocr --boxes -o checked.png page.jpg')
+    .action(async (patterns: string[], flags: OcrFlags, command: Command) => {
+      if (flags.output && !flags.boxes) throw new CliError('-o/--output is only used with --boxes', EXIT_USAGE);
+      const inputs = await expandInputs(patterns);
+      const engine = createEngine(globalOptions(command), { threads: flags.threads });
+      const results: Array<OcrResult & { file: string }> = [];
+      let failed = 0;
+      const bar = inputs.length > 1 && process.stderr.isTTY && !flags.json ? new cliProgress.SingleBar({ format: 'ocr {bar} {value}/{total} {file}', hideCursor: true, clearOnComplete: true, stream: process.stderr }, cliProgress.Presets.shades_classic) : undefined;
+      bar?.start(inputs.length, 0, { file: '' });
+      try {
+        for (const [index, input] of inputs.entries()) {
+          bar?.update(index, { file: path.basename(input) });
+          try {
+            const image = await readInput(input);
+            const result = await ocr(engine, { model: flags.model, image, param: input });
+            results.push({ file: input, ...result });
+            if (flags.boxes) await writeBoxes(image, result, boxesPath(input, flags.output, inputs.length));
+            if (!flags.json) {
+              bar?.stop();
+              if (inputs.length > 1) process.stdout.write(`==> ${input} <==\n`);
+              process.stdout.write(result.text ? `${result.text}\n` : '');
+              bar?.start(inputs.length, index + 1, { file: '' });
+            }
+          } catch (error) {
+            // A model problem is fatal for every file; a bad file only for itself.
+            if (isLserveError(error) && (error.code === 'model_not_found' || error.code === 'wrong_model_kind')) throw error;
+            failed++;
+            bar?.stop();
+            process.stderr.write(`lserve: ${input}: ${(error as Error).message}\n`);
+            bar?.start(inputs.length, index + 1, { file: '' });
+          }
+        }
+        bar?.update(inputs.length);
+      } finally {
+        bar?.stop();
+        await engine.close();
+      }
+      if (flags.json) {
+        const body = inputs.length === 1 ? results.map(({ file: _file, ...r }) => r)[0] : results;
+        if (body !== undefined) process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+      }
+      if (failed > 0) throw new CliError(`${failed} of ${inputs.length} image${inputs.length === 1 ? '' : 's'} could not be processed`, EXIT_FAILURE);
+    });
+}
+
+async function readInput(input: string): Promise<Buffer> {
+  if (input === '-') {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  }
+  try {
+    return await readFile(input);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new Error(code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (error as Error).message);
+  }
+}
+
+function boxesPath(input: string, output: string | undefined, count: number): string {
+  const stem = input === '-' ? 'stdin' : path.basename(input, path.extname(input));
+  if (!output) return `${stem}.boxes.png`;
+  return count === 1 ? output : path.join(output, `${stem}.boxes.png`);
+}
+
+async function writeBoxes(image: Buffer, result: OcrResult, file: string): Promise<void> {
+  const decoded = await decodeImage(image);
+  await writeFile(file, await encodePng(drawPolygons(decoded, result.lines.map((l) => l.box))));
+  process.stderr.write(`boxes: ${file}\n`);
+}
+
+/**
+ * Expands glob patterns (`*`, `?`, `[...]` within a path segment, `**` for
+ * any depth) ourselves, so quoted globs work and Windows shells, which do not
+ * expand them, behave the same. Plain names pass through untouched (a missing
+ * file is reported when it is read, and the other files still run).
+ */
+export async function expandInputs(patterns: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const pattern of patterns) {
+    if (pattern === '-' || !/[*?[]/.test(pattern)) {
+      out.push(pattern);
+      continue;
+    }
+    const matches = await glob(pattern);
+    if (matches.length === 0) throw new CliError(`no files match '${pattern}'`, EXIT_FAILURE);
+    out.push(...matches.sort());
+  }
+  return out;
+}
+
+async function glob(pattern: string): Promise<string[]> {
+  const absolute = path.isAbsolute(pattern);
+  const segments = pattern.split(/[\\/]+/).filter((s, i) => s !== '' || i === 0);
+  let current = [absolute ? path.sep : '.'];
+  const startIndex = absolute ? 1 : 0;
+  for (let i = startIndex; i < segments.length; i++) {
+    const segment = segments[i]!;
+    const last = i === segments.length - 1;
+    const next: string[] = [];
+    for (const dir of current) {
+      if (segment === '**') {
+        next.push(...(await walkDirs(dir)));
+      } else if (!/[*?[]/.test(segment)) {
+        next.push(path.join(dir, segment));
+      } else {
+        const regex = segmentRegex(segment);
+        const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+        for (const entry of entries) {
+          if (regex.test(entry.name) && (last ? true : entry.isDirectory())) next.push(path.join(dir, entry.name));
+        }
+      }
+    }
+    current = next;
+  }
+  const files: string[] = [];
+  for (const candidate of current) {
+    const info = await stat(candidate).catch(() => undefined);
+    if (info?.isFile()) files.push(absolute ? candidate : path.relative('.', candidate) || candidate);
+  }
+  return files;
+}
+
+async function walkDirs(dir: string): Promise<string[]> {
+  const result = [dir];
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const entry of entries) {
+    if (entry.isDirectory() && !entry.name.startsWith('.')) result.push(...(await walkDirs(path.join(dir, entry.name))));
+  }
+  return result;
+}
+
+function segmentRegex(segment: string): RegExp {
+  let source = '';
+  for (let i = 0; i < segment.length; i++) {
+    const c = segment[i]!;
+    if (c === '*') source += '[^/]*';
+    else if (c === '?') source += '[^/]';
+    else if (c === '[') {
+      const end = segment.indexOf(']', i + 1);
+      if (end < 0) source += '\\[';
+      else {
+        source += `[${segment.slice(i + 1, end).replace(/^!/, '^').replace(/\\/g, '\\\\')}]`;
+        i = end;
+      }
+    } else source += c.replace(/[.+^${}()|\\]/g, '\\$&');
+  }
+  // Like shells, wildcards do not match hidden files.
+  return new RegExp(`^${segment.startsWith('.') ? '' : '(?!\\.)'}${source}$`);
 }

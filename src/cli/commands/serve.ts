@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { parseSize } from '../../core/units.js';
+import { parseAllowList } from '../../http/remote-input.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { createEngine, globalOptions, positiveInt, type EngineFlags } from '../context.js';
 
@@ -11,6 +12,7 @@ interface ServeFlags extends EngineFlags {
   maxBody: string;
   maxUpload: string;
   logFormat: 'text' | 'json' | 'off';
+  allowRemoteInput?: string;
 }
 
 export function serveCommand(): Command {
@@ -28,6 +30,7 @@ export function serveCommand(): Command {
     .option('--threads <n>', 'CPU threads per model (0 = runtime default)')
     .option('--max-body <size>', 'largest JSON request body', '64mb')
     .option('--max-upload <size>', 'largest uploaded file (multipart)', '256mb')
+    .option('--allow-remote-input <list>', 'comma-separated directories, URL prefixes or hosts that image_url/audio may name (* = any); default: any while bound to loopback, none otherwise')
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
       'after',
@@ -62,6 +65,7 @@ Examples:
         maxBodyBytes,
         maxUploadBytes,
         logFormat: flags.logFormat,
+        allowRemoteInput: flags.allowRemoteInput === undefined ? undefined : parseAllowList(flags.allowRemoteInput),
         log,
       });
       const models = await engine.store.list();

@@ -3,12 +3,13 @@ import type { ServerContext } from '../context.js';
 import type { WebSocketRoute } from '../websocket.js';
 import { embeddingsRouter } from './embeddings.js';
 import { modelsRouter } from './models.js';
+import { ocrRouter } from './ocr.js';
 import { chatRouter } from './chat.js';
 import { anthropicRouter } from './anthropic.js';
 import { rerankRouter } from './rerank.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [];

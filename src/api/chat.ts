@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { UnsupportedError } from '../core/errors.js';
-import type { ChatMessage, ChatRequest, ChatToolChoice } from '../core/tasks/chat.js';
+import type { ChatMessage, ChatRequest, ChatResult, ChatToolChoice, ChatUsage } from '../core/tasks/chat.js';
 import { parseRequest } from './validate.js';
 
 /**
@@ -217,4 +217,36 @@ export interface ChatCompletionChunk {
     finish_reason: 'stop' | 'length' | 'tool_calls' | null;
   }>;
   usage?: ChatCompletionUsage | null;
+}
+
+export const SYSTEM_FINGERPRINT = 'fp_lserve_llama';
+
+export function usageOf(usage: ChatUsage): ChatCompletionUsage {
+  return { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens };
+}
+
+/** The non-streamed response (HTTP and `lserve run --json`). */
+export function chatCompletionFrom(result: ChatResult, model: string, id: string, created: number): ChatCompletion {
+  const called = result.toolCalls.length > 0;
+  return {
+    id,
+    object: 'chat.completion',
+    created,
+    model,
+    system_fingerprint: SYSTEM_FINGERPRINT,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: called && result.content === '' ? null : result.content,
+          ...(result.reasoning ? { reasoning_content: result.reasoning } : {}),
+          ...(called ? { tool_calls: result.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
+        },
+        logprobs: null,
+        finish_reason: called ? 'tool_calls' : result.finishReason,
+      },
+    ],
+    usage: usageOf(result.usage),
+  };
 }

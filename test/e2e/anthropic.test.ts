@@ -21,7 +21,6 @@ describe.each([['/v1/anthropic'], ['']])('Anthropic messages through the officia
     const message = await clientAt(path).messages.create({
       model: CHAT_MODEL_ID,
       max_tokens: 4,
-      temperature: 0,
       system: [{ type: 'text', text: 'Be brief.' }],
       messages: [{ role: 'user', content: 'hello' }],
     });
@@ -37,7 +36,7 @@ describe.each([['/v1/anthropic'], ['']])('Anthropic messages through the officia
   });
 
   it('streams the Anthropic event sequence', async () => {
-    const stream = clientAt(path).messages.stream({ model: CHAT_MODEL_ID, max_tokens: 5, temperature: 0, top_k: 20, top_p: 0.9, messages: [{ role: 'user', content: 'hi' }] });
+    const stream = clientAt(path).messages.stream({ model: CHAT_MODEL_ID, max_tokens: 5, top_k: 20, top_p: 0.9, messages: [{ role: 'user', content: 'hi' }] });
     const types: string[] = [];
     stream.on('streamEvent', (event) => types.push(event.type));
     const final = await stream.finalMessage();

@@ -1,18 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
-import { parseChatCompletion, toChatRequest, type ChatCompletion, type ChatCompletionChunk, type ChatCompletionUsage } from '../../api/chat.js';
-import { chat, collectChat, type ChatDelta, type ChatUsage } from '../../core/tasks/chat.js';
+import { chatCompletionFrom, parseChatCompletion, SYSTEM_FINGERPRINT, toChatRequest, usageOf, type ChatCompletion, type ChatCompletionChunk } from '../../api/chat.js';
+import { chat, collectChat, type ChatDelta } from '../../core/tasks/chat.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
 
 /** POST /v1/chat/completions (OpenAI), streamed as SSE or not. */
-
-export const SYSTEM_FINGERPRINT = 'fp_lserve_llama';
-
-function usageOf(usage: ChatUsage): ChatCompletionUsage {
-  return { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens };
-}
 
 export function chatRouter({ engine, shutdown }: ServerContext): Router {
   const router = Router();
@@ -26,29 +20,7 @@ export function chatRouter({ engine, shutdown }: ServerContext): Router {
 
     if (!body.stream) {
       const result = await collectChat(chat(engine, request, signal));
-      const response: ChatCompletion = {
-        id,
-        object: 'chat.completion',
-        created,
-        model: body.model,
-        system_fingerprint: SYSTEM_FINGERPRINT,
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: 'assistant',
-              content: result.toolCalls.length > 0 && result.content === '' ? null : result.content,
-              ...(result.reasoning ? { reasoning_content: result.reasoning } : {}),
-              ...(result.toolCalls.length > 0
-                ? { tool_calls: result.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) }
-                : {}),
-            },
-            logprobs: null,
-            finish_reason: result.toolCalls.length > 0 ? 'tool_calls' : result.finishReason,
-          },
-        ],
-        usage: usageOf(result.usage),
-      };
+      const response: ChatCompletion = chatCompletionFrom(result, body.model, id, created);
       res.json(response);
       return;
     }

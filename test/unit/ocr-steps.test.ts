@@ -60,13 +60,13 @@ describe('DB post-processing', () => {
   }
   const db = { threshold: 0.3, boxThreshold: 0.6, unclipRatio: 1.5, maxCandidates: 1000, minSize: 3 };
 
-  it('finds one box per region, drops weak and tiny regions, and unclips', () => {
+  it('finds one box per region, drops weak and tiny regions, and unclips', async () => {
     const prob = map(200, 100, [
       [20, 20, 120, 30, 0.9], // a text line
       [20, 60, 80, 70, 0.4], // above threshold but weak: dropped by box score
       [150, 80, 152, 82, 0.99], // too small
     ]);
-    const boxes = dbPostprocess(prob, 200, 100, db);
+    const boxes = await dbPostprocess(prob, 200, 100, db);
     expect(boxes).toHaveLength(1);
     const [tl, tr, br, bl] = boxes[0]!.quad;
     expect(boxes[0]!.score).toBeCloseTo(0.9, 5);
@@ -80,8 +80,8 @@ describe('DB post-processing', () => {
     expect(bl[1]).toBeGreaterThan(tl[1]);
   });
 
-  it('returns nothing for an empty map', () => {
-    expect(dbPostprocess(new Float32Array(64 * 64), 64, 64, db)).toEqual([]);
+  it('returns nothing for an empty map', async () => {
+    expect(await dbPostprocess(new Float32Array(64 * 64), 64, 64, db)).toEqual([]);
   });
 });
 

@@ -14,7 +14,7 @@ export async function classifyOrientation(model: OcrModel, image: RgbImage, crop
   const out = [...crops];
   for (let start = 0; start < crops.length; start += BATCH) {
     const batch = crops.slice(start, start + BATCH);
-    const { tensor } = packLines(image, batch, options.cls_height, options.cls_width);
+    const { tensor } = await packLines(image, batch, options.cls_height, options.cls_width);
     const result = await model.cls.run(tensor, [batch.length, 3, options.cls_height, options.cls_width]);
     const classes = result.dims[1] ?? 2;
     batch.forEach((crop, i) => {

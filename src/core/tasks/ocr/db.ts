@@ -1,4 +1,5 @@
 import type { Point, Quad } from '../../../image/types.js';
+import { yielder } from './yielder.js';
 import { insideConvexQuad, minAreaRect, orderCorners, rectCorners, unclipRect } from './geometry.js';
 
 /**
@@ -25,13 +26,15 @@ export interface ScoredQuad {
   score: number;
 }
 
-export function dbPostprocess(prob: Float32Array, width: number, height: number, options: DbOptions): ScoredQuad[] {
+export async function dbPostprocess(prob: Float32Array, width: number, height: number, options: DbOptions): Promise<ScoredQuad[]> {
   const labels = new Int32Array(width * height);
   const stack = new Int32Array(width * height);
   const results: ScoredQuad[] = [];
   let label = 0;
+  const pause = yielder();
   for (let start = 0; start < prob.length && label < options.maxCandidates; start++) {
     if (labels[start] !== 0 || !(prob[start]! > options.threshold)) continue;
+    await pause();
     label++;
     const count = floodFill(prob, labels, stack, width, height, start, label, options.threshold);
     const found = regionBox(prob, stack, count, width, height, options);

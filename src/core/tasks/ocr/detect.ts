@@ -30,7 +30,7 @@ export async function detect(model: OcrModel, image: RgbImage, options: OcrOptio
   const out = await model.det.run(tensor, [1, 3, size.height, size.width]);
   const mapH = out.dims[2] ?? size.height;
   const mapW = out.dims[3] ?? size.width;
-  const found = dbPostprocess(out.data, mapW, mapH, {
+  const found = await dbPostprocess(out.data, mapW, mapH, {
     threshold: options.det_thresh,
     boxThreshold: options.det_box_thresh,
     unclipRatio: options.det_unclip_ratio,

@@ -1,6 +1,7 @@
 import type { Point, Quad, RgbImage } from '../../../image/types.js';
 import { warpQuad } from '../../../image/warp.js';
 import { quadSize } from './geometry.js';
+import { yielder } from './yielder.js';
 
 /**
  * Text-line crops for the classifier and recogniser: each detected quad is
@@ -39,11 +40,13 @@ export function turn180(crop: LineCrop): LineCrop {
 }
 
 /** Packs lines into one [n, 3, height, batchWidth] tensor; `widths[i]` is line i's unpadded width. */
-export function packLines(image: RgbImage, crops: readonly LineCrop[], height: number, batchWidth: number): { tensor: Float32Array; widths: number[] } {
+export async function packLines(image: RgbImage, crops: readonly LineCrop[], height: number, batchWidth: number): Promise<{ tensor: Float32Array; widths: number[] }> {
   const plane = height * batchWidth;
   const tensor = new Float32Array(crops.length * 3 * plane);
   const widths: number[] = [];
-  crops.forEach((crop, n) => {
+  const pause = yielder();
+  for (const [n, crop] of crops.entries()) {
+    await pause();
     const width = Math.max(1, Math.min(batchWidth, Math.ceil(height * crop.ratio)));
     widths.push(width);
     const line = warpQuad(image, crop.sample, width, height);
@@ -58,7 +61,7 @@ export function packLines(image: RgbImage, crops: readonly LineCrop[], height: n
         tensor[base + 2 * plane + o] = line.data[s]! / 127.5 - 1;
       }
     }
-  });
+  }
   return { tensor, widths };
 }
 

@@ -27,8 +27,18 @@ const schema = z.object({
    * boxes enclose the ink).
    */
   rec_pad: z.number().min(0).max(1).default(0.3),
-  /** Lines per recogniser run; lines are sorted by aspect ratio first, so padding stays small. */
+  /** Most lines per recogniser run; lines are sorted by aspect ratio first, so padding stays small. */
   rec_batch: z.int().positive().default(16),
+  /**
+   * Most total input width (lines x padded width, pixels) per recogniser run.
+   * On CPU, batching does not make ORT cheaper per line, it makes it dearer
+   * once the activations outgrow the cache (PP-OCRv4, 1 thread, ms per line:
+   * 1x384 37, 4x384 44, 8x384 66; 2x640 71, 4x640 106, 6x640 125). On an
+   * 8-line page, recognition took 0.53-0.59 s one line per run, 0.52-0.61 s
+   * with this budget (2 long or 4 short lines per run) and 0.78-1.02 s with
+   * 2560. A GPU build would raise it.
+   */
+  rec_batch_width: z.int().positive().default(1536),
   /** Lines recognised with a lower confidence are dropped (PaddleOCR's drop_score). */
   rec_min_score: z.number().min(0).max(1).default(0.5),
   /** Classifier input size and the confidence needed to turn a line by 180°. */

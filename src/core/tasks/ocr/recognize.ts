@@ -10,19 +10,25 @@ const MAX_WIDTH = 3200;
 /**
  * Recognises every line of an image in a few batched runs. Lines are sorted
  * by aspect ratio so each batch pads to a similar width (PaddleOCR's
- * strategy), then decoded with greedy CTC; results return in input order.
+ * strategy); batches are capped by total width (`rec_batch_width`, see
+ * options.ts for why), then decoded with greedy CTC; results return in input
+ * order.
  */
 export async function recognize(model: OcrModel, image: RgbImage, crops: readonly LineCrop[], options: OcrOptions, signal?: AbortSignal): Promise<Decoded[]> {
   const results: Decoded[] = new Array(crops.length);
   const order = crops.map((_, i) => i).sort((a, b) => crops[a]!.ratio - crops[b]!.ratio);
   const height = options.rec_height;
-  for (let start = 0; start < order.length; start += options.rec_batch) {
+  for (let start = 0; start < order.length; ) {
     signal?.throwIfAborted();
-    const indices = order.slice(start, start + options.rec_batch);
+    // Sorted by ratio, so the batch's widest line is its last: grow while the width budget allows.
+    let end = start + 1;
+    const widthOf = (count: number) => Math.min(MAX_WIDTH, Math.ceil(height * Math.max(options.rec_min_width / height, crops[order[start + count - 1]!]!.ratio)));
+    while (end < order.length && end - start < options.rec_batch && (end - start + 1) * widthOf(end - start + 1) <= options.rec_batch_width) end++;
+    const indices = order.slice(start, end);
     const batch = indices.map((i) => crops[i]!);
-    const maxRatio = Math.max(options.rec_min_width / height, ...batch.map((c) => c.ratio));
-    const batchWidth = Math.min(MAX_WIDTH, Math.ceil(height * maxRatio));
-    const { tensor, widths } = packLines(image, batch, height, batchWidth);
+    const batchWidth = widthOf(batch.length);
+    start = end;
+    const { tensor, widths } = await packLines(image, batch, height, batchWidth);
     const out = await model.rec.run(tensor, [batch.length, 3, height, batchWidth]);
     const [, steps = 0, classes = 0] = out.dims;
     if (classes !== model.charset.length) {

@@ -17,49 +17,48 @@ export function warpQuad(image: RgbImage, quad: Quad, width: number, height: num
   const sy = Math.min(4, Math.max(1, Math.round(srcH / height)));
   const n = sx * sy;
   const { data, width: w, height: h } = image;
-  const acc = [0, 0, 0];
+  const [a, b, c, d, e, f, g, hh] = map as [number, number, number, number, number, number, number, number];
+  let o = 0;
   for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) {
-      acc[0] = acc[1] = acc[2] = 0;
+    for (let x = 0; x < width; x++, o += 3) {
+      let r = 0;
+      let gr = 0;
+      let bl = 0;
       for (let j = 0; j < sy; j++) {
         const v = (y + (j + 0.5) / sy) / height;
         for (let i = 0; i < sx; i++) {
           const u = (x + (i + 0.5) / sx) / width;
-          const den = map[6]! * u + map[7]! * v + 1;
-          // Source point in continuous coordinates; pixel centres sit at +0.5.
-          const px = (map[0]! * u + map[1]! * v + map[2]!) / den - 0.5;
-          const py = (map[3]! * u + map[4]! * v + map[5]!) / den - 0.5;
-          sampleBilinear(data, w, h, px, py, acc);
+          const den = g * u + hh * v + 1;
+          // Source point in continuous coordinates; pixel centres sit at +0.5. Clamped to the edge.
+          let px = (a * u + b * v + c) / den - 0.5;
+          let py = (d * u + e * v + f) / den - 0.5;
+          px = px < 0 ? 0 : px > w - 1 ? w - 1 : px;
+          py = py < 0 ? 0 : py > h - 1 ? h - 1 : py;
+          const x0 = px | 0;
+          const y0 = py | 0;
+          const x1 = x0 + 1 < w ? x0 + 1 : x0;
+          const y1 = y0 + 1 < h ? y0 + 1 : y0;
+          const fx = px - x0;
+          const fy = py - y0;
+          const w00 = (1 - fx) * (1 - fy);
+          const w01 = fx * (1 - fy);
+          const w10 = (1 - fx) * fy;
+          const w11 = fx * fy;
+          const i00 = (y0 * w + x0) * 3;
+          const i01 = (y0 * w + x1) * 3;
+          const i10 = (y1 * w + x0) * 3;
+          const i11 = (y1 * w + x1) * 3;
+          r += data[i00]! * w00 + data[i01]! * w01 + data[i10]! * w10 + data[i11]! * w11;
+          gr += data[i00 + 1]! * w00 + data[i01 + 1]! * w01 + data[i10 + 1]! * w10 + data[i11 + 1]! * w11;
+          bl += data[i00 + 2]! * w00 + data[i01 + 2]! * w01 + data[i10 + 2]! * w10 + data[i11 + 2]! * w11;
         }
       }
-      const o = (y * width + x) * 3;
-      out[o] = acc[0]! / n + 0.5;
-      out[o + 1] = acc[1]! / n + 0.5;
-      out[o + 2] = acc[2]! / n + 0.5;
+      out[o] = r / n + 0.5;
+      out[o + 1] = gr / n + 0.5;
+      out[o + 2] = bl / n + 0.5;
     }
   }
   return { data: out, width, height };
-}
-
-/** Adds the bilinear sample at (x, y), clamped to the image edge, into `acc`. */
-function sampleBilinear(data: Uint8Array, w: number, h: number, x: number, y: number, acc: number[]): void {
-  const cx = x < 0 ? 0 : x > w - 1 ? w - 1 : x;
-  const cy = y < 0 ? 0 : y > h - 1 ? h - 1 : y;
-  const x0 = Math.floor(cx);
-  const y0 = Math.floor(cy);
-  const x1 = x0 + 1 < w ? x0 + 1 : x0;
-  const y1 = y0 + 1 < h ? y0 + 1 : y0;
-  const fx = cx - x0;
-  const fy = cy - y0;
-  const a = (y0 * w + x0) * 3;
-  const b = (y0 * w + x1) * 3;
-  const c = (y1 * w + x0) * 3;
-  const d = (y1 * w + x1) * 3;
-  for (let k = 0; k < 3; k++) {
-    const top = data[a + k]! + (data[b + k]! - data[a + k]!) * fx;
-    const bottom = data[c + k]! + (data[d + k]! - data[c + k]!) * fx;
-    acc[k]! += top + (bottom - top) * fy;
-  }
 }
 
 /**

@@ -6,6 +6,7 @@
 export type ErrorType =
   | 'invalid_request_error'
   | 'authentication_error'
+  | 'permission_error'
   | 'not_found_error'
   | 'overloaded_error'
   | 'server_error';
@@ -49,6 +50,13 @@ export class UnsupportedError extends LserveError {
 export class AuthenticationError extends LserveError {
   constructor(message = 'Invalid or missing API key.') {
     super(401, 'authentication_error', message, { code: 'invalid_api_key' });
+  }
+}
+
+/** 403: the request is understood but not allowed by this server's policy. */
+export class PermissionError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(403, 'permission_error', message, { code: 'permission_denied', ...details });
   }
 }
 

@@ -38,6 +38,7 @@ export function anthropicError(error: LserveError): AnthropicErrorBody {
   const type =
     error.status === 404 ? 'not_found_error'
     : error.status === 401 ? 'authentication_error'
+    : error.status === 403 ? 'permission_error'
     : error.status === 413 ? 'request_too_large'
     : error.status === 503 ? 'overloaded_error'
     : error.status >= 500 ? 'api_error'

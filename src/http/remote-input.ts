@@ -1,7 +1,7 @@
 import { open, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InvalidRequestError, LserveError, PayloadTooLargeError } from '../core/errors.js';
+import { InvalidRequestError, PayloadTooLargeError, PermissionError } from '../core/errors.js';
 
 /**
  * Request fields that name their payload instead of carrying it (`image_url`
@@ -21,12 +21,6 @@ export interface RemoteInputPolicy {
   allow?: readonly string[];
   /** Largest payload read, in bytes. */
   maxBytes: number;
-}
-
-export class RemoteInputForbiddenError extends LserveError {
-  constructor(message: string, param: string) {
-    super(403, 'invalid_request_error', message, { code: 'remote_input_forbidden', param });
-  }
 }
 
 export function isLoopbackHost(host: string): boolean {
@@ -142,9 +136,9 @@ async function fetchUrl(source: string, policy: RemoteInputPolicy, param: string
   throw new InvalidRequestError(`'${param}': too many redirects`, { param, code: 'fetch_failed' });
 }
 
-function forbidden(param: string, what: string): RemoteInputForbiddenError {
-  return new RemoteInputForbiddenError(
+function forbidden(param: string, what: string): PermissionError {
+  return new PermissionError(
     `'${param}': reading ${what} is not allowed on this server (allowed only while bound to loopback, or when listed in --allow-remote-input)`,
-    param,
+    { param, code: 'remote_input_forbidden' },
   );
 }

@@ -43,7 +43,7 @@ function post(body: unknown, target = server): Promise<Response> {
 async function expectError(res: Response, status: number, code: string, param?: string): Promise<void> {
   expect(res.status).toBe(status);
   const body = (await res.json()) as { error: { message: string; type: string; param: string | null; code: string | null } };
-  expect(body.error.type).toBe(status >= 500 ? 'server_error' : status === 404 ? 'not_found_error' : 'invalid_request_error');
+  expect(body.error.type).toBe(status >= 500 ? 'server_error' : status === 404 ? 'not_found_error' : status === 403 ? 'permission_error' : 'invalid_request_error');
   expect(body.error.code).toBe(code);
   expect(typeof body.error.message).toBe('string');
   expect(body.error.message).not.toMatch(/\n\s+at /);

@@ -23,12 +23,13 @@ afterAll(async () => {
   await rm(home, { recursive: true, force: true });
 });
 
+let lastFrameForDebug: (() => string | undefined) | undefined;
 const tick = (ms = 20) => new Promise((r) => setTimeout(r, ms));
 
 async function until(check: () => boolean, ms = 20_000) {
   const end = Date.now() + ms;
   while (!check()) {
-    if (Date.now() > end) throw new Error('timed out');
+    if (Date.now() > end) throw new Error(`timed out; last frame ends:\n${(lastFrameForDebug?.() ?? '').slice(-300)}`);
     await tick();
   }
 }
@@ -38,6 +39,7 @@ describe('ChatView', () => {
     const send = (messages: Parameters<typeof chat>[1]['messages'], signal: AbortSignal) =>
       chat(engine, { model: CHAT_MODEL_ID, messages, maxTokens: 4, temperature: 0, logitBias: { [TOKENS.imEnd]: -100 } }, signal);
     const view = render(<ChatView model={CHAT_MODEL_ID} send={send} />);
+    lastFrameForDebug = view.lastFrame;
     for (const ch of 'hello') view.stdin.write(ch);
     await tick();
     view.stdin.write('\r');
@@ -45,7 +47,8 @@ describe('ChatView', () => {
     expect(view.lastFrame()).toContain('› hello');
     expect(view.lastFrame()).toContain('4 tokens');
     for (const ch of '/clear') view.stdin.write(ch);
-    await tick();
+    await until(() => /\/clear$/.test(view.lastFrame() ?? ''));
+    await until(() => !/…$/.test(view.lastFrame() ?? '')); // idle again
     view.stdin.write('\r');
     await until(() => (view.lastFrame() ?? '').includes('conversation cleared'));
     expect(view.lastFrame()).not.toContain('› hello');
@@ -56,14 +59,15 @@ describe('ChatView', () => {
     const send = (messages: Parameters<typeof chat>[1]['messages'], signal: AbortSignal) =>
       chat(engine, { model: CHAT_MODEL_ID, messages, maxTokens: 3000, temperature: 0, logitBias: { [TOKENS.imEnd]: -100 } }, signal);
     const view = render(<ChatView model={CHAT_MODEL_ID} send={send} />);
+    lastFrameForDebug = view.lastFrame;
     view.stdin.write('x');
     await tick();
     view.stdin.write('\r');
-    await until(() => (view.lastFrame() ?? '').includes('… '));
+    await until(() => /…$/.test(view.lastFrame() ?? '')); // generating (ink trims the prompt's trailing space)
     await tick(200);
     view.stdin.write('\x03');
     await until(() => (view.lastFrame() ?? '').includes('stopped'));
-    expect(view.lastFrame()).toContain('› ');
+    expect(view.lastFrame()).toMatch(/›$/); // the prompt is back
     view.unmount();
   });
 });

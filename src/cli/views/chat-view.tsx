@@ -21,7 +21,13 @@ interface Turn {
 export function ChatView({ model, send, initialSystem }: { model: string; send: Send; initialSystem?: string }) {
   const { exit } = useApp();
   const [turns, setTurns] = useState<Turn[]>([]);
-  const [input, setInput] = useState('');
+  const [input, setInputState] = useState('');
+  // Keystrokes can arrive faster than renders; the ref always holds the true line.
+  const line = useRef('');
+  const setInput = (next: (v: string) => string) => {
+    line.current = next(line.current);
+    setInputState(line.current);
+  };
   const [busy, setBusy] = useState(false);
   const [showReasoning, setShowReasoning] = useState(true);
   const [notice, setNotice] = useState('');
@@ -87,11 +93,12 @@ export function ChatView({ model, send, initialSystem }: { model: string; send: 
       return;
     }
     if (key.tab) return setShowReasoning((v) => !v);
-    if (busy) return;
     if (key.return) {
-      const line = input;
-      setInput('');
-      void submit(line);
+      // Typing ahead during a generation is fine; sending waits for it to end.
+      if (controller.current) return;
+      const text = line.current;
+      setInput(() => '');
+      void submit(text);
     } else if (key.backspace || key.delete) {
       setInput((v) => v.slice(0, -1));
     } else if (char && !key.ctrl && !key.meta) {

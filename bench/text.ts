@@ -1,0 +1,173 @@
+/**
+ * Text benchmark (not a test): the server against node-llama-cpp called
+ * directly, and against llama.cpp's own tools, on the same synthetic GGUF of
+ * real size (Qwen3-0.6B dimensions, Q8_0, real Qwen tokenizer). Everything is
+ * measured side by side in one run; read the ratios, not the absolute
+ * numbers (shared machines are noisy).
+ *
+ *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3]
+ *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,embed,llamacpp]
+ *
+ * LSERVE_LLAMA_BUILD=lastBuild runs both lserve and the direct side on a
+ * llama.cpp built for this CPU (see bench/README.md).
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Engine } from '../src/core/engine.js';
+import { startServer } from '../src/http/server.js';
+import { directChatRunner, directEmbeddings, loadDirect, type Sampling } from './text/direct.js';
+import { llamaBenchTg, llamaBin, startLlamaServer } from './text/llamacpp.js';
+import { benchChatModel, benchEmbeddingModel } from './text/models.js';
+import { concurrentStreams, decodeRate, streamChat, type StreamTiming } from './text/stream.js';
+
+const { values: args } = parseArgs({
+  options: {
+    threads: { type: 'string', default: String(Math.min(os.availableParallelism(), 2)) },
+    tokens: { type: 'string', default: '64' },
+    runs: { type: 'string', default: '3' },
+    'llama-bin': { type: 'string', default: '/tmp/llama-build/build/bin' },
+    skip: { type: 'string', default: '' },
+  },
+});
+const threads = Number(args.threads);
+const tokens = Number(args.tokens);
+const runs = Number(args.runs);
+const skip = new Set(args.skip.split(',').filter(Boolean));
+
+const PROMPT = 'Write a long story about a dragon who learns to bake bread in a mountain village.';
+const SAMPLING: Sampling = { temperature: 0.8, topP: 0.95, topK: 40, minP: 0.05 };
+const chatBody = (model: string) => ({
+  model,
+  messages: [{ role: 'user', content: PROMPT }],
+  max_tokens: tokens,
+  temperature: SAMPLING.temperature,
+  top_p: SAMPLING.topP,
+  top_k: SAMPLING.topK,
+});
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const fmt = (x: number, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
+const rows: Array<[string, string, string]> = [];
+const row = (what: string, value: string, note = '') => {
+  rows.push([what, value, note]);
+  console.log(`  ${what.padEnd(58)} ${value.padStart(12)}  ${note}`);
+};
+
+/** Gives a registered local model catalog defaults (the bench's context size, as llama-server gets -c). */
+async function setDefaults(engine: Engine, id: string, defaults: Record<string, unknown>): Promise<void> {
+  const file = path.join(engine.store.modelDir(id), 'manifest.json');
+  const manifest = JSON.parse(await readFile(file, 'utf8')) as { entry: Record<string, unknown> };
+  await engine.store.writeManifest(id, { ...manifest, entry: { ...manifest.entry, defaults } } as Parameters<Engine['store']['writeManifest']>[1]);
+}
+
+/** Median decode rate and TTFT over `runs` generations, alternating A and B so drift hits both. */
+async function alternate(a: () => Promise<StreamTiming>, b: () => Promise<StreamTiming>): Promise<[StreamTiming[], StreamTiming[]]> {
+  const ra: StreamTiming[] = [];
+  const rb: StreamTiming[] = [];
+  await a(); // warm-up: first load, first graph allocation
+  await b();
+  for (let i = 0; i < runs; i++) {
+    ra.push(await a());
+    rb.push(await b());
+  }
+  return [ra, rb];
+}
+
+async function main(): Promise<void> {
+  console.log(`lserve text benchmark: ${threads} threads, ${tokens} tokens, ${runs} runs, node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, LSERVE_LLAMA_BUILD=${process.env.LSERVE_LLAMA_BUILD ?? 'prebuilt'}`);
+  const chatFile = benchChatModel();
+  const embedFile = benchEmbeddingModel();
+
+  const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-'));
+  // 4 sequences, like llama-server -np 4 below; an 8-stream run queues the other 4.
+  const engine = new Engine({ home, threads, parallel: 4, keepAliveMs: -1, maxQueue: 64 });
+  await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
+  await setDefaults(engine, 'qwen3-synth', { context_size: 2048 });
+  await engine.store.registerLocal(embedFile, { kind: 'embedding', id: 'bge-synth' });
+  const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {} });
+
+  try {
+    if (!skip.has('chat')) {
+      console.log('\nChat, single stream (decode tok/s after the first token; TTFT includes prompt processing):');
+      const direct = await loadDirect(chatFile);
+      const runner = await directChatRunner(direct, threads);
+      const [viaServer, viaDirect] = await alternate(
+        () => streamChat(server.url, chatBody('qwen3-synth')),
+        () => runner.run(PROMPT, tokens, SAMPLING),
+      );
+      await runner.dispose();
+      const s = median(viaServer.map(decodeRate));
+      const d = median(viaDirect.map(decodeRate));
+      row('lserve POST /v1/chat/completions (stream)', `${fmt(s)} tok/s`, `TTFT ${fmt(median(viaServer.map((r) => r.ttftMs)), 0)} ms`);
+      row('node-llama-cpp direct (LlamaChatSession)', `${fmt(d)} tok/s`, `TTFT ${fmt(median(viaDirect.map((r) => r.ttftMs)), 0)} ms`);
+      row('overhead ratio server / direct (target ≥ 0.97)', fmt(s / d, 3));
+      await direct.dispose();
+    }
+
+    if (!skip.has('streams')) {
+      console.log('\nChat, concurrent streams through lserve (aggregate tok/s = all tokens / wall time):');
+      for (const n of [1, 2, 4, 8]) {
+        const r = await concurrentStreams(server.url, chatBody('qwen3-synth'), n);
+        row(`lserve ${n} stream${n > 1 ? 's' : ''}`, `${fmt(r.aggregate)} tok/s`, `per stream ${fmt(r.perStream)} tok/s`);
+      }
+    }
+
+    if (!skip.has('embed')) {
+      console.log('\nEmbeddings, 64 short texts (bge-small-sized bert):');
+      const texts = Array.from({ length: 64 }, (_, i) => `Short text number ${i} about cats, dogs and the weather today.`);
+      const body = JSON.stringify({ model: 'bge-synth', input: texts, encoding_format: 'float' });
+      const post = async () => {
+        const start = performance.now();
+        const res = await fetch(`${server.url}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        if (!res.ok) throw new Error(`embeddings: HTTP ${res.status} ${await res.text()}`);
+        await res.json();
+        return (texts.length * 1000) / (performance.now() - start);
+      };
+      await post();
+      const direct = await loadDirect(embedFile);
+      const viaServer: number[] = [];
+      const viaDirect: number[] = [];
+      for (let i = 0; i < runs; i++) {
+        viaServer.push(await post());
+        viaDirect.push(await directEmbeddings(direct, texts, threads));
+      }
+      row('lserve POST /v1/embeddings (one request of 64)', `${fmt(median(viaServer))} emb/s`);
+      row('node-llama-cpp direct (one embedding context, in turn)', `${fmt(median(viaDirect))} emb/s`);
+      row('ratio server / direct', fmt(median(viaServer) / median(viaDirect), 2));
+      await direct.dispose();
+    }
+  } finally {
+    await server.close(); // closes the engine too
+    await rm(home, { recursive: true, force: true });
+  }
+
+  if (!skip.has('llamacpp')) {
+    const serverBin = llamaBin(args['llama-bin'], 'llama-server');
+    const benchBin = llamaBin(args['llama-bin'], 'llama-bench');
+    console.log(`\nllama.cpp reference (${args['llama-bin']}):`);
+    if (benchBin) row(`llama-bench tg${tokens}`, `${fmt(llamaBenchTg(benchBin, chatFile, threads, tokens))} tok/s`);
+    if (serverBin) {
+      for (const parallel of [1, 4]) {
+        const ls = await startLlamaServer(serverBin, chatFile, { threads, parallel, port: 18_000 + parallel, contextPerSlot: 2048 });
+        try {
+          await streamChat(ls.url, chatBody('any'));
+          if (parallel === 1) {
+            const single: StreamTiming[] = [];
+            for (let i = 0; i < runs; i++) single.push(await streamChat(ls.url, chatBody('any')));
+            row('llama-server 1 stream (stream, HTTP)', `${fmt(median(single.map(decodeRate)))} tok/s`, `TTFT ${fmt(median(single.map((r) => r.ttftMs)), 0)} ms`);
+          } else {
+            const r = await concurrentStreams(ls.url, chatBody('any'), parallel);
+            row(`llama-server ${parallel} streams (-np ${parallel})`, `${fmt(r.aggregate)} tok/s`, `per stream ${fmt(r.perStream)} tok/s`);
+          }
+        } finally {
+          await ls.stop();
+        }
+      }
+    }
+    if (!serverBin && !benchBin) console.log('  (not built: see bench/README.md, "llama.cpp reference")');
+  }
+}
+
+await main();

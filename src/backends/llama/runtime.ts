@@ -30,8 +30,15 @@ export function getRuntime(): Promise<Llama> {
       gpu: process.env.LSERVE_GPU === 'off' ? (false as const) : ('auto' as const),
       logLevel: process.env.LSERVE_LLAMA_LOG === 'debug' ? LlamaLogLevel.debug : LlamaLogLevel.error,
     };
-    if (choice === 'lastBuild') return getLlama('lastBuild', common);
-    return getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
+    const runtime = choice === 'lastBuild' ? await getLlama('lastBuild', common) : await getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
+    // node-llama-cpp's default thread budget is twice the math cores (4 on a
+    // 2-core machine), and a context given no thread count takes all of it.
+    // More ggml threads than cores spin-wait against each other at every op:
+    // measured on 2 cores with a synthetic Qwen3-0.6B Q8_0, decode ran at a
+    // median 11.4 tok/s with 4 threads against 15.0 with 2 (bench/README.md).
+    // llama.cpp's own tools default to the math-core count; so do we.
+    runtime.maxThreads = runtime.cpuMathCores;
+    return runtime;
   })();
   return llama;
 }

@@ -163,6 +163,13 @@ describe('POST /v1/embeddings', () => {
     expect((kind.body.error as { message: string }).message).toMatch(/is a rerank model; this endpoint needs a embedding model/);
     const notInstalled = await post(server, { model: 'qwen3-embedding-0.6b', input: 'x' });
     expect((notInstalled.body.error as { message: string }).message).toMatch(/lserve pull qwen3-embedding-0.6b/);
+    // And the reverse: a chat endpoint asked for an embedding model.
+    const chat = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'bge-test', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expectError({ status: chat.status, body: (await chat.json()) as Record<string, unknown> }, 400, { code: 'wrong_model_kind', param: 'model', message: expect.stringMatching(/embedding model/) });
     await expect(client.embeddings.create({ model: 'bge-test', input: '' })).rejects.toMatchObject({ status: 400 });
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
     expect((await client.embeddings.create({ model: 'bge-test', input: 'still here' })).data).toHaveLength(1);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { CHAT_MODEL_ID, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
+import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
+import type { LlamaChatModel } from '../../src/backends/llama/chat.js';
 
 /** Serving under load: parallel sequences, the queue, 503 beyond it, disconnects freeing slots, bad input. */
 
@@ -22,7 +23,7 @@ function post(body: unknown, signal?: AbortSignal): Promise<Response> {
 }
 
 /** Runs until max_tokens: the end-of-turn token is banned. */
-const long = (maxTokens: number) => ({ model: CHAT_MODEL_ID, temperature: 0, max_tokens: maxTokens, logit_bias: { [TOKENS.imEnd]: -100 }, messages: [{ role: 'user', content: 'go' }] });
+const long = (maxTokens: number) => ({ model: CHAT_MODEL_ID, temperature: 0, max_tokens: maxTokens, logit_bias: NEVER_END, messages: [{ role: 'user', content: 'go' }] });
 
 async function complete(maxTokens: number): Promise<number> {
   const res = await post(long(maxTokens));
@@ -55,7 +56,16 @@ describe('chat under load', () => {
     // 4 long generations hold all 4 sequences at the same time: each has streamed tokens while the others run.
     const streams = await Promise.all(Array.from({ length: 4 }, () => openStream(3000)));
     const queued = Array.from({ length: 4 }, () => complete(2));
-    await new Promise((r) => setTimeout(r, 200));
+    // Wait until all four really wait for a sequence (a fixed sleep races on a loaded machine).
+    const lease = await server.engine.acquire<LlamaChatModel>(CHAT_MODEL_ID, ['chat']);
+    try {
+      for (let i = 0; lease.model.queued < 4; i++) {
+        if (i > 500) throw new Error(`only ${lease.model.queued} requests queued`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      lease.release();
+    }
     const overflow = await post(long(2));
     expect(overflow.status).toBe(503);
     const error = (await overflow.json()) as { error: { type: string } };

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { CHAT_MODEL_ID, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
+import { CHAT_MODEL_ID, NEVER_END, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
 
 /** Extensions of the request body that the openai SDK passes through untouched. */
 type Extended<T> = T & { thinking_enabled?: boolean; thinking_tokens?: number; top_k?: number };
@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 const base = { model: CHAT_MODEL_ID, temperature: 0 } as const;
-const THINK_BIAS = { [TOKENS.think]: 4.5, [TOKENS.newline]: 3, [TOKENS.endThink]: -100, [TOKENS.imEnd]: -100 };
+const THINK_BIAS = { [TOKENS.think]: 4.5, [TOKENS.newline]: 3, [TOKENS.endThink]: -100, ...NEVER_END };
 
 describe('POST /v1/chat/completions through the openai client', () => {
   it('lists the chat model', async () => {
@@ -58,7 +58,7 @@ describe('POST /v1/chat/completions through the openai client', () => {
       ...base,
       messages: [{ role: 'user', content: 'count' }],
       max_completion_tokens: 7,
-      logit_bias: { [TOKENS.imEnd]: -100 },
+      logit_bias: NEVER_END,
     });
     expect(res.choices[0]!.finish_reason).toBe('length');
     expect(res.usage!.completion_tokens).toBe(7);
@@ -71,7 +71,7 @@ describe('POST /v1/chat/completions through the openai client', () => {
       max_tokens: 6,
       stream: true,
       stream_options: { include_usage: true },
-      logit_bias: { [TOKENS.imEnd]: -100 },
+      logit_bias: NEVER_END,
     } satisfies ChatCompletionCreateParamsStreaming);
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
@@ -209,10 +209,10 @@ describe('POST /v1/chat/completions through the openai client', () => {
   });
 
   it('stops at a stop sequence', async () => {
-    const probe = await client.chat.completions.create({ ...base, messages: [{ role: 'user', content: 'go' }], max_tokens: 6, logit_bias: { [TOKENS.imEnd]: -100 } });
+    const probe = await client.chat.completions.create({ ...base, messages: [{ role: 'user', content: 'go' }], max_tokens: 6, logit_bias: NEVER_END });
     const text = probe.choices[0]!.message.content!;
     const stop = text.slice(2, 3) || text.slice(0, 1);
-    const res = await client.chat.completions.create({ ...base, messages: [{ role: 'user', content: 'go' }], max_tokens: 6, stop: [stop], logit_bias: { [TOKENS.imEnd]: -100 } });
+    const res = await client.chat.completions.create({ ...base, messages: [{ role: 'user', content: 'go' }], max_tokens: 6, stop: [stop], logit_bias: NEVER_END });
     expect(res.choices[0]!.finish_reason).toBe('stop');
     expect(res.choices[0]!.message.content).not.toContain(stop);
   });

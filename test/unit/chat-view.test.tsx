@@ -4,7 +4,7 @@ import { Engine } from '../../src/core/engine.js';
 import { chat } from '../../src/core/tasks/chat.js';
 import { ChatView } from '../../src/cli/views/chat-view.js';
 import { tempHome } from '../helpers/server.js';
-import { CHAT_MODEL_ID, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
+import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
 import { rm } from 'node:fs/promises';
 
 /** The interactive chat view, driven by keystrokes, generating with the real engine. */
@@ -37,7 +37,7 @@ async function until(check: () => boolean, ms = 20_000) {
 describe('ChatView', () => {
   it('streams an answer with tok/s, and /clear empties the conversation', async () => {
     const send = (messages: Parameters<typeof chat>[1]['messages'], signal: AbortSignal) =>
-      chat(engine, { model: CHAT_MODEL_ID, messages, maxTokens: 4, temperature: 0, logitBias: { [TOKENS.imEnd]: -100 } }, signal);
+      chat(engine, { model: CHAT_MODEL_ID, messages, maxTokens: 4, temperature: 0, logitBias: NEVER_END }, signal);
     const view = render(<ChatView model={CHAT_MODEL_ID} send={send} />);
     lastFrameForDebug = view.lastFrame;
     for (const ch of 'hello') view.stdin.write(ch);
@@ -57,7 +57,7 @@ describe('ChatView', () => {
 
   it('Ctrl-C stops a generation without leaving', async () => {
     const send = (messages: Parameters<typeof chat>[1]['messages'], signal: AbortSignal) =>
-      chat(engine, { model: CHAT_MODEL_ID, messages, maxTokens: 3000, temperature: 0, logitBias: { [TOKENS.imEnd]: -100 } }, signal);
+      chat(engine, { model: CHAT_MODEL_ID, messages, maxTokens: 3000, temperature: 0, logitBias: NEVER_END }, signal);
     const view = render(<ChatView model={CHAT_MODEL_ID} send={send} />);
     lastFrameForDebug = view.lastFrame;
     view.stdin.write('x');

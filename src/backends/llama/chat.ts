@@ -62,6 +62,11 @@ export class LlamaChatModel implements ChatModel {
     return this.context.contextSize;
   }
 
+  /** Requests waiting for a free sequence right now. */
+  get queued(): number {
+    return this.pool.waiting;
+  }
+
   async dispose(): Promise<void> {
     this.pool.rejectAll(new OverloadedError('The model was unloaded while this request waited.'));
     await this.context.dispose();

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { UnsupportedError } from '../core/errors.js';
 import type { ChatMessage, ChatRequest, ChatResult, ChatToolChoice, ChatUsage } from '../core/tasks/chat.js';
 import { parseRequest } from './validate.js';
+import { keepAliveField } from './common.js';
 
 /**
  * POST /v1/chat/completions: request schema and wire shapes (OpenAI's).
@@ -85,6 +86,7 @@ export const chatCompletionSchema = z.object({
   reasoning_effort: z.enum(['low', 'medium', 'high']).nullish(),
   thinking_enabled: z.boolean().nullish(),
   thinking_tokens: z.int().min(0).nullish(),
+  keep_alive: keepAliveField,
   // Sent by common clients; no effect on a local engine.
   user: z.string().nullish(),
   store: z.boolean().nullish(),
@@ -167,6 +169,7 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     tools: body.tools?.map((t) => ({ name: t.function.name, description: t.function.description, parameters: t.function.parameters })),
     toolChoice,
     parallelToolCalls: body.parallel_tool_calls ?? undefined,
+    keepAliveMs: body.keep_alive,
   };
 }
 

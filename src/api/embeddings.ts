@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { keepAliveField } from './common.js';
 
 /**
  * POST /v1/embeddings: OpenAI's request and response. `input` takes every
@@ -55,6 +56,7 @@ const inputSchema = z.unknown().transform((value, ctx): EmbeddingInput[] => {
 
 export const embeddingsRequestSchema = z.object({
   model: z.string().min(1, 'must not be empty'),
+  keep_alive: keepAliveField,
   input: inputSchema,
   encoding_format: z.enum(['float', 'base64']).default('float'),
   dimensions: z.int().positive().optional(),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { keepAliveField } from './common.js';
 import type { OcrLine, OcrResult } from '../core/tasks/ocr.js';
 
 /**
@@ -12,6 +13,7 @@ export const ocrRequestSchema = z
     model: z.string().min(1).optional(),
     image_base64: z.string().optional(),
     image_url: z.string().min(1).optional(),
+    keep_alive: keepAliveField,
   })
   .refine((r) => [r.image_base64, r.image_url].filter((v) => v !== undefined).length <= 1, {
     message: "give only one of 'image_base64' and 'image_url'",

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { keepAliveField } from './common.js';
 
 /**
  * POST /v1/rerank (the Jina/Cohere-style shape llama.cpp's server also
@@ -13,6 +14,7 @@ const text = z.string().min(1, 'must not be empty');
 
 export const rerankRequestSchema = z.object({
   model: z.string().min(1, 'must not be empty'),
+  keep_alive: keepAliveField,
   query: text,
   documents: z.array(z.union([text, z.object({ text })])).min(1, 'must not be empty').max(MAX_RERANK_DOCUMENTS),
   top_n: z.int().positive().optional(),

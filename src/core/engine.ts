@@ -103,8 +103,13 @@ export class Engine {
   }
 
   /** Runs `fn` with a loaded model and always releases it. */
-  async withModel<M extends LoadedModel, T>(name: string, kinds: readonly ModelKind[], fn: (model: M, installed: InstalledModel) => Promise<T>): Promise<T> {
-    const lease = await this.acquire<M>(name, kinds);
+  async withModel<M extends LoadedModel, T>(
+    name: string,
+    kinds: readonly ModelKind[],
+    fn: (model: M, installed: InstalledModel) => Promise<T>,
+    options: { keepAliveMs?: number } = {},
+  ): Promise<T> {
+    const lease = await this.acquire<M>(name, kinds, options);
     try {
       return await fn(lease.model, lease.installed);
     } finally {

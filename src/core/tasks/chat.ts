@@ -59,6 +59,8 @@ export interface ChatRequest {
   toolChoice?: ChatToolChoice;
   /** false: at most one tool call per turn. */
   parallelToolCalls?: boolean;
+  /** How long the model stays loaded after this request (ms; negative = forever). */
+  keepAliveMs?: number;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';
@@ -87,7 +89,7 @@ export interface ChatModel extends LoadedModel {
  * frees the sequence.
  */
 export async function* chat(engine: Engine, request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
-  const lease = await engine.acquire<ChatModel>(request.model, ['chat']);
+  const lease = await engine.acquire<ChatModel>(request.model, ['chat'], { keepAliveMs: request.keepAliveMs });
   try {
     yield* lease.model.generate(request, signal);
   } finally {

@@ -40,6 +40,8 @@ export interface OcrRequest {
   maxPixels?: number;
   /** Request field named in image errors. */
   param?: string;
+  /** How long the model stays loaded after this request (ms; negative = forever). */
+  keepAliveMs?: number;
 }
 
 /** Preferred OCR models, best first: the first installed one is the default. */
@@ -61,6 +63,7 @@ export async function ocr(engine: Engine, request: OcrRequest, signal?: AbortSig
   signal?.throwIfAborted();
   const lines = await engine.withModel<OcrModel, RowLine[]>(model, ['ocr'], (loaded, installed) =>
     runPipeline(loaded, image, ocrOptions(installed.entry.defaults, installed.id), signal),
+    { keepAliveMs: request.keepAliveMs },
   );
   return {
     text: pageText(lines),

@@ -22,7 +22,7 @@ export function embeddingsRouter({ engine, shutdown }: ServerContext): Router {
         model: installed.id,
         usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
       };
-    });
+    }, { keepAliveMs: request.keep_alive });
     res.json(body);
   });
   return router;

@@ -16,7 +16,7 @@ export function ocrRouter(ctx: ServerContext): Router {
     const signal = requestSignal(req, res, ctx.shutdown);
     const body = parseRequest(ocrRequestSchema, req.body ?? {});
     const { image, param } = await imageFrom(req, body, ctx, signal);
-    const result: OcrResponse = await ocr(ctx.engine, { model: body.model, image, param }, signal);
+    const result: OcrResponse = await ocr(ctx.engine, { model: body.model, image, param, keepAliveMs: body.keep_alive }, signal);
     res.json(result);
   });
 

@@ -23,7 +23,7 @@ export function rerankRouter({ engine, shutdown }: ServerContext): Router {
         })),
         usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
       };
-    });
+    }, { keepAliveMs: request.keep_alive });
     res.json(body);
   });
   return router;

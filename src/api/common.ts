@@ -1,0 +1,21 @@
+import { z } from 'zod';
+import { parseDuration } from '../core/units.js';
+
+/**
+ * `keep_alive` (Ollama's extension, accepted on every model endpoint): how
+ * long the model stays loaded after this request — "5m", "30s", a number of
+ * seconds, 0 to unload at once, or a negative value for "forever". Parsed to
+ * milliseconds (negative = forever).
+ */
+export const keepAliveField = z
+  .union([z.string(), z.number()])
+  .optional()
+  .transform((value, ctx) => {
+    if (value === undefined) return undefined;
+    try {
+      return parseDuration(value);
+    } catch (error) {
+      ctx.issues.push({ code: 'custom', message: (error as Error).message, input: value });
+      return z.NEVER;
+    }
+  });

@@ -89,7 +89,7 @@ export class Engine {
     }
     if (!kinds.includes(installed.entry.kind)) {
       throw new InvalidRequestError(
-        `Model '${name}' is a ${installed.entry.kind} model; this endpoint needs a ${kinds.join(' or ')} model.`,
+        `Model '${name}' is ${withArticle(installed.entry.kind)} model; this endpoint needs ${withArticle(kinds.join(' or '))} model.`,
         { param, code: 'wrong_model_kind' },
       );
     }
@@ -120,4 +120,9 @@ export class Engine {
   async close(): Promise<void> {
     await this.manager.close();
   }
+}
+
+/** "an embedding", "a chat": kinds are read aloud in error messages. */
+function withArticle(word: string): string {
+  return `${/^[aeio]/.test(word) ? 'an' : 'a'} ${word}`;
 }

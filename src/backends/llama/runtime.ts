@@ -9,7 +9,7 @@ import type { LoadOptions } from '../../core/backend.js';
  * Binary choice is explicit (getLlama's default "auto" may compile llama.cpp
  * for minutes on first use): the prebuilt binary unless LSERVE_LLAMA_BUILD
  * says otherwise — "lastBuild" uses a binary built for this CPU with
- * `npx --no node-llama-cpp source build`, "auto" lets node-llama-cpp decide.
+ * `npx --no node-llama-cpp source download --gpu false`, "auto" lets node-llama-cpp decide.
  */
 
 let llama: Promise<Llama> | undefined;

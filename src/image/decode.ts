@@ -1,4 +1,11 @@
-import sharp, { type Metadata, type Sharp } from 'sharp';
+import type { Metadata, Sharp } from 'sharp';
+
+// sharp (libvips) takes ~250 ms to load: import it on first use, not at server start.
+let sharpModule: Promise<typeof import('sharp')> | undefined;
+async function loadSharp(): Promise<typeof import('sharp').default> {
+  sharpModule ??= import('sharp');
+  return (await sharpModule).default;
+}
 import { InvalidRequestError, PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
 import { decodeBmp, isBmp } from './bmp.js';
 import type { RgbImage } from './types.js';
@@ -38,6 +45,7 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
       code: 'image_too_large',
     });
 
+  const sharp = await loadSharp();
   let pipeline: Sharp;
   let format: ImageFormat;
   if (isBmp(input)) {
@@ -100,12 +108,14 @@ function mapSharpError(error: unknown, param: string): Error {
 
 /** Encodes RGB pixels as PNG (used for annotated copies and tests). */
 export async function encodePng(image: RgbImage): Promise<Buffer> {
+  const sharp = await loadSharp();
   return sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } }).png().toBuffer();
 }
 
 /** Resizes RGB pixels to exactly `width`x`height` (used to build detector inputs). */
 export async function resizeRgb(image: RgbImage, width: number, height: number): Promise<RgbImage> {
   if (width === image.width && height === image.height) return image;
+  const sharp = await loadSharp();
   const { data, info } = await sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } })
     .resize(width, height, { fit: 'fill', kernel: 'linear' })
     .raw()

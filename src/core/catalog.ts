@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { editDistance } from './edit-distance.js';
 
 /** Every model lserve knows about lives in models.json; this module is its one reader. */
 
@@ -111,18 +112,6 @@ export class Catalog {
       .filter((id) => !seen.has(id) && seen.add(id))
       .slice(0, limit);
   }
-}
-
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length]!;
 }
 
 /** models.json at the package root (next to dist/ and src/). */

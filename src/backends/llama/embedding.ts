@@ -1,9 +1,7 @@
 import type { LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
 import type { Loader } from '../../core/backend.js';
 import type { EmbeddingModel } from '../../core/tasks/embed.js';
-import type { InstalledModel } from '../../core/store.js';
-import { mapOnWorkers, planContexts } from './parallel.js';
-import { loadGguf } from './runtime.js';
+import { loadContextPool, type ContextPool } from './parallel.js';
 
 /**
  * Embedding models through node-llama-cpp: a pool of embedding contexts on
@@ -11,12 +9,6 @@ import { loadGguf } from './runtime.js';
  * declares it (`<arch>.pooling_type`: CLS for BGE, LAST for Qwen3-Embedding,
  * MEAN for nomic…).
  */
-
-/** The context size to use: the catalog's default, never more than the model was trained on. */
-export function contextSizeFor(installed: InstalledModel, trainContextSize: number): number {
-  const configured = installed.entry.defaults.context_size;
-  return typeof configured === 'number' && configured > 0 ? Math.min(configured, trainContextSize) : trainContextSize;
-}
 
 /** Vocabulary size, to refuse out-of-range token ids before they reach llama.cpp (which would assert). */
 export function vocabularySize(model: LlamaModel): number {
@@ -28,60 +20,42 @@ class LlamaEmbedder implements EmbeddingModel {
   readonly dimensions: number;
   readonly maxInputTokens: number;
   readonly vocabularySize: number;
-  /** Rotates which context a request starts on, so small concurrent requests spread out. */
-  private turn = 0;
 
-  constructor(
-    private readonly model: LlamaModel,
-    private readonly contexts: LlamaEmbeddingContext[],
-    contextSize: number,
-  ) {
-    this.memoryBytes = model.size;
-    this.dimensions = model.embeddingVectorSize;
+  constructor(private readonly pool: ContextPool<LlamaEmbeddingContext>) {
+    this.memoryBytes = pool.model.size;
+    this.dimensions = pool.model.embeddingVectorSize;
     // The context refuses inputs of contextSize tokens or more.
-    this.maxInputTokens = contextSize - 1;
-    this.vocabularySize = vocabularySize(model);
+    this.maxInputTokens = pool.contextSize - 1;
+    this.vocabularySize = vocabularySize(pool.model);
   }
 
   tokenize(text: string): number[] {
-    return this.model.tokenize(text);
+    return this.pool.model.tokenize(text);
   }
 
   evaluatedLength(tokens: readonly number[]): number {
     // Counts the BOS/CLS and EOS/SEP tokens the context adds, exactly as it will.
-    return this.contexts[0]!.calculateInputLength(tokens as Token[]);
+    return this.pool.contexts[0]!.calculateInputLength(tokens as Token[]);
   }
 
-  async embed(inputs: readonly number[][], signal: AbortSignal): Promise<Float32Array[]> {
-    const start = this.turn++ % this.contexts.length;
-    const order = [...this.contexts.slice(start), ...this.contexts.slice(0, start)];
-    return mapOnWorkers(order, inputs, signal, async (context, tokens) => {
+  embed(inputs: readonly number[][], signal: AbortSignal): Promise<Float32Array[]> {
+    return this.pool.map(inputs, signal, async (context, tokens) => {
       const { vector } = await context.getEmbeddingFor([...tokens] as Token[]);
       return Float32Array.from(vector);
     });
   }
 
-  async dispose(): Promise<void> {
-    await Promise.all(this.contexts.map((c) => c.dispose()));
-    await this.model.dispose();
+  dispose(): Promise<void> {
+    return this.pool.dispose();
   }
 }
 
 export const embeddingLoader: Loader<EmbeddingModel> = {
   async load(installed, options) {
-    const model = await loadGguf(installed.files.model!);
-    try {
-      const contextSize = contextSizeFor(installed, model.trainContextSize);
-      const plan = planContexts(options);
-      const contexts: LlamaEmbeddingContext[] = [];
-      for (let i = 0; i < plan.contexts; i++) {
-        // batchSize = contextSize: a non-causal model (BERT) must see a whole input in one batch.
-        contexts.push(await model.createEmbeddingContext({ contextSize, batchSize: contextSize, threads: plan.threadsEach }));
-      }
-      return new LlamaEmbedder(model, contexts, contextSize);
-    } catch (error) {
-      await model.dispose();
-      throw error;
-    }
+    const pool = await loadContextPool(installed, options, (model, contextSize, threads) =>
+      // batchSize = contextSize: a non-causal model (BERT) must see a whole input in one batch.
+      model.createEmbeddingContext({ contextSize, batchSize: contextSize, threads }),
+    );
+    return new LlamaEmbedder(pool);
   },
 };

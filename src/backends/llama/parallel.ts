@@ -1,5 +1,8 @@
 import os from 'node:os';
+import type { LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/backend.js';
+import type { InstalledModel } from '../../core/store.js';
+import { loadGguf } from './runtime.js';
 
 /**
  * How the embedding and rerank loaders split the CPU: several contexts of
@@ -7,7 +10,7 @@ import type { LoadOptions } from '../../core/backend.js';
  * same time.
  *
  * Why not one context with many sequences in one llama_decode (llama.cpp's
- * own batched embedding)? node-llama-cpp 3.22's addon reads pooled results
+ * own batched embedding)? node-llama-cpp 3.21's addon reads pooled results
  * only for sequence 0 (`AddonContext::GetEmbedding` calls
  * `llama_get_embeddings_seq(ctx, 0)`), and its LlamaEmbeddingContext /
  * LlamaRankingContext evaluate one input at a time on one sequence. A pool
@@ -52,4 +55,57 @@ export async function mapOnWorkers<W, I, R>(workers: readonly W[], items: readon
     }),
   );
   return results;
+}
+
+/** The context size to use: the catalog's default, never more than the model was trained on. */
+export function contextSizeFor(installed: InstalledModel, trainContextSize: number): number {
+  const configured = installed.entry.defaults.context_size;
+  return typeof configured === 'number' && configured > 0 ? Math.min(configured, trainContextSize) : trainContextSize;
+}
+
+/** One loaded model and its pool of contexts (embedding or ranking). */
+export class ContextPool<C extends { dispose(): Promise<void> }> {
+  /** Rotates which context a request starts on, so small concurrent requests spread out. */
+  private turn = 0;
+
+  constructor(
+    readonly model: LlamaModel,
+    readonly contexts: readonly C[],
+    /** Tokens each context holds. */
+    readonly contextSize: number,
+  ) {}
+
+  /** Runs `work` over `items` on all contexts at once; results in item order. */
+  map<I, R>(items: readonly I[], signal: AbortSignal, work: (context: C, item: I) => Promise<R>): Promise<R[]> {
+    const start = this.turn++ % this.contexts.length;
+    const order = [...this.contexts.slice(start), ...this.contexts.slice(0, start)];
+    return mapOnWorkers(order, items, signal, work);
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all(this.contexts.map((c) => c.dispose()));
+    await this.model.dispose();
+  }
+}
+
+/**
+ * Loads a GGUF and creates the planned contexts on it (see planContexts);
+ * if any creation fails, what was created is disposed.
+ */
+export async function loadContextPool<C extends { dispose(): Promise<void> }>(
+  installed: InstalledModel,
+  options: LoadOptions,
+  create: (model: LlamaModel, contextSize: number, threads: number) => Promise<C>,
+): Promise<ContextPool<C>> {
+  const model = await loadGguf(installed.files.model!);
+  const contextSize = contextSizeFor(installed, model.trainContextSize);
+  const contexts: C[] = [];
+  try {
+    const plan = planContexts(options);
+    for (let i = 0; i < plan.contexts; i++) contexts.push(await create(model, contextSize, plan.threadsEach));
+    return new ContextPool(model, contexts, contextSize);
+  } catch (error) {
+    await new ContextPool(model, contexts, contextSize).dispose();
+    throw error;
+  }
 }

@@ -18,6 +18,8 @@ export interface LoadOptions {
   parallel?: number;
   /** Requests that may wait for a free sequence before the model answers 503. */
   maxQueue?: number;
+  /** Where a loader reports what it chose (context sizes, memory) and how long it took. */
+  log?: (message: string) => void;
 }
 
 export interface Loader<M extends LoadedModel = LoadedModel> {

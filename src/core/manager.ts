@@ -105,7 +105,7 @@ export class ModelManager {
     slot.ready = (async () => {
       await evicted;
       this.options.log?.(`loading ${installed.id}`);
-      const model = await loader.load(installed, this.options.load);
+      const model = await loader.load(installed, { ...this.options.load, log: this.options.log });
       slot.model = model;
       slot.estimate = model.memoryBytes || estimate;
       return model;

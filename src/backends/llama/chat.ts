@@ -14,7 +14,7 @@ import {
   type LLamaChatGenerateResponseOptions,
 } from 'node-llama-cpp';
 import type { Loader, LoadOptions } from '../../core/backend.js';
-import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
+import { InvalidRequestError, OverloadedError, ServerError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
 import { getRuntime, loadGguf, threadsFor } from './runtime.js';
@@ -49,13 +49,14 @@ export class LlamaChatModel implements ChatModel {
     readonly model: LlamaModel,
     readonly context: LlamaContext,
     private readonly pool: SlotPool<Slot>,
-    private readonly defaults: { temperature?: number },
+    private readonly defaults: { temperature?: number; contextBytes: number },
   ) {
     this.wrappers = new ChatWrappers(model);
   }
 
   get memoryBytes(): number {
-    return this.model.size + this.context.stateSize;
+    // context.stateSize is 0 until tokens are evaluated, but the KV cache is allocated whole at creation.
+    return this.model.size + Math.max(this.context.stateSize, this.defaults.contextBytes);
   }
 
   get contextSize(): number {
@@ -265,30 +266,89 @@ function mostShared(free: readonly Slot[], messages: readonly string[]): Slot {
   return best;
 }
 
+/**
+ * Per-sequence context for `parallel` sequences. The KV cache is allocated
+ * (and zero-filled) up front for every sequence, so its size is
+ * sequences × per-sequence tokens: on Qwen3-0.6B (112 KiB of f16 KV per
+ * token) 8 × 4096 is 3.5 GiB and 8 × 8192 (the catalog's context_size) 7 GiB,
+ * measured at 6–12 s and 26 s of page faulting on a 2-core machine before the
+ * first token, with nothing logged. Like llama-server, which divides `-c` by
+ * `-np`, the sequences therefore share a budget: the larger of the model's
+ * context and CONTEXT_BUDGET tokens. Up to 4 sequences keep the default 4096
+ * each; 8 get 2048, 16 get 1024; one sequence always gets the full requested
+ * context. Never below MIN_SEQUENCE_CONTEXT (or the request, if smaller).
+ */
+export function sequenceContextSize(requested: number, parallel: number): number {
+  const budget = Math.max(requested, CONTEXT_BUDGET);
+  const share = Math.floor(budget / Math.max(1, parallel));
+  return Math.min(requested, Math.max(share, Math.min(requested, MIN_SEQUENCE_CONTEXT)));
+}
+
+const CONTEXT_BUDGET = 16_384;
+const MIN_SEQUENCE_CONTEXT = 512;
+/** llama.cpp's default ubatch: tokens per decode across all sequences. */
+const BATCH_SIZE = 512;
+
+const GiB = 1024 ** 3;
+
 export const chatLoader: Loader<LlamaChatModel> = {
   async load(installed: InstalledModel, options: LoadOptions): Promise<LlamaChatModel> {
     const file = installed.files.model ?? Object.values(installed.files)[0];
     if (!file) throw new Error(`model '${installed.id}' has no GGUF file`);
+    const log = options.log ?? (() => {});
     const model = await loadGguf(file);
     const parallel = Math.max(1, options.parallel ?? 4);
     const configured = installed.entry.defaults.context_size;
-    const perSequence = typeof configured === 'number' ? configured : Math.min(model.trainContextSize, DEFAULT_CONTEXT);
+    const requested = Math.min(model.trainContextSize, typeof configured === 'number' ? configured : DEFAULT_CONTEXT);
+    const perSequence = sequenceContextSize(requested, parallel);
+    const batchSize = Math.min(BATCH_SIZE, perSequence * parallel);
+    const estimate = await estimateContextBytes(model, perSequence, parallel, batchSize);
+    const plan = `${parallel} sequence${parallel === 1 ? '' : 's'} × ${perSequence} tokens, batch ${batchSize}${estimate === undefined ? '' : `, ≈${(estimate / GiB).toFixed(2)} GiB`}`;
+    log(`${installed.id}: creating context: ${plan}${perSequence < requested ? ` (context_size ${requested} shared by ${parallel} sequences)` : ''}`);
+    const started = Date.now();
     let context: LlamaContext;
     try {
       context = await model.createContext({
         sequences: parallel,
-        // Shrinks to what memory allows, like node-llama-cpp's own "auto".
-        contextSize: { min: Math.min(512, perSequence), max: perSequence },
+        // Shrinks to what node-llama-cpp estimates memory allows (logged below
+        // when it does); fails with InsufficientMemoryError when even the
+        // minimum does not fit.
+        contextSize: { min: Math.min(MIN_SEQUENCE_CONTEXT, perSequence), max: perSequence },
+        batchSize,
         threads: threadsFor(options),
+        // The default remedy retries a failed creation 16 times, each time
+        // allocating a multi-GiB cache 16% smaller, silently; the estimate
+        // above already chose a size that fits, so a failure is reported.
+        failedCreationRemedy: false,
       });
     } catch (error) {
       await model.dispose();
-      throw error;
+      throw new ServerError(
+        `Cannot create a chat context for '${installed.id}' (${plan}): ${(error as Error).message}. ` +
+          'Lower --parallel or the model\'s context_size.',
+      );
+    }
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    if (context.contextSize < perSequence) {
+      log(`${installed.id}: context shrunk to fit memory: ${context.contextSize} tokens per sequence instead of ${perSequence} (${seconds} s)`);
+    } else {
+      log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
     }
     const slots: Slot[] = Array.from({ length: parallel }, () => ({ sequence: context.getSequence(), held: [] }));
     const temperature = installed.entry.defaults.temperature;
     return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), {
       temperature: typeof temperature === 'number' ? temperature : undefined,
+      contextBytes: (estimate ?? 0) * (context.contextSize / perSequence),
     });
   },
 };
+
+/** node-llama-cpp's own estimate of a context's RAM + VRAM (a dry run in llama.cpp, milliseconds); undefined if it cannot tell. */
+async function estimateContextBytes(model: LlamaModel, contextSize: number, sequences: number, batchSize: number): Promise<number | undefined> {
+  try {
+    const r = await model.fileInsights.estimateContextResourceRequirementsV2({ contextSize, sequences, batchSize, modelGpuLayers: model.gpuLayers });
+    return r.cpuRam + r.gpuVram;
+  } catch {
+    return undefined;
+  }
+}

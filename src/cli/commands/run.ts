@@ -76,7 +76,7 @@ export function runCommand(): Command {
             process.stdout.write(delta.text);
             last = delta.text;
           } else if (delta.type === 'reasoning' && process.stderr.isTTY) {
-            process.stderr.write(`\x1b[2m${delta.text}\x1b[22m`);
+            process.stderr.write(process.env.NO_COLOR ? delta.text : `\x1b[2m${delta.text}\x1b[22m`);
           }
         }
         if (!last.endsWith('\n')) process.stdout.write('\n');

@@ -115,6 +115,7 @@ describe('POST /v1/ocr bad input', () => {
     await expectError(await post({ model: 'ppocr-v4-mobile', image_base64: '' }), 400, 'empty_image');
     await expectError(await post({ model: 'ppocr-v4-mobile', image_base64: 'data:image/png;base64,' }), 400, 'empty_image');
     await expectError(await post({ model: 'ppocr-v4-mobile' }), 400, 'missing_required_parameter');
+    await expectError(await post({ model: 'ppocr-v4-mobile', image_base64: png.toString('base64'), image_url: '/tmp/x.png' }), 400, 'invalid_value', 'image_base64');
     await expectError(await post({ model: 'ppocr-v4-mobile', image_base64: 42 }), 400, 'invalid_value', 'image_base64');
     await expectError(await post({ model: 'no-such-model', image_base64: png.toString('base64') }), 404, 'model_not_found', 'model');
     await expectError(await post({ model: 'ppocr-v5-mobile', image_base64: png.toString('base64') }), 404, 'model_not_found', 'model');

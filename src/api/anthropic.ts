@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ChatMessage, ChatRequest } from '../core/tasks/chat.js';
-import { rejectUnknownFields } from './chat.js';
-import { parseRequest } from './validate.js';
+import { textContent } from './common.js';
+import { parseKnownFields } from './validate.js';
 
 /**
  * POST /v1/anthropic/messages (and /v1/messages): the Anthropic Messages
@@ -36,22 +36,14 @@ export const messagesSchema = z.object({
 });
 export type MessagesBody = z.output<typeof messagesSchema>;
 
-const FIELDS = new Set(Object.keys(messagesSchema.shape));
-
 export function parseMessages(body: unknown): MessagesBody {
-  const parsed = parseRequest(messagesSchema, body);
-  rejectUnknownFields(body, FIELDS);
-  return parsed;
-}
-
-function text(value: string | Array<{ text: string }>): string {
-  return typeof value === 'string' ? value : value.map((b) => b.text).join('');
+  return parseKnownFields(messagesSchema, body);
 }
 
 export function toChatRequest(body: MessagesBody): ChatRequest {
   const messages: ChatMessage[] = [];
-  if (body.system !== undefined) messages.push({ role: 'system', content: text(body.system) });
-  for (const m of body.messages) messages.push({ role: m.role, content: text(m.content) });
+  if (body.system !== undefined) messages.push({ role: 'system', content: textContent(body.system) });
+  for (const m of body.messages) messages.push({ role: m.role, content: textContent(m.content) });
   return {
     model: body.model,
     messages,

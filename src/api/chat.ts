@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { UnsupportedError } from '../core/errors.js';
 import type { ChatMessage, ChatRequest, ChatResult, ChatToolChoice, ChatUsage } from '../core/tasks/chat.js';
-import { parseRequest } from './validate.js';
-import { keepAliveField } from './common.js';
+import { parseKnownFields } from './validate.js';
+import { keepAliveField, textContent } from './common.js';
 
 /**
  * POST /v1/chat/completions: request schema and wire shapes (OpenAI's).
@@ -100,25 +100,8 @@ export const chatCompletionSchema = z.object({
 });
 export type ChatCompletionBody = z.output<typeof chatCompletionSchema>;
 
-/** Rejects fields no schema entry knows (a typo or a feature we lack) with a 400 naming the field. */
-export function rejectUnknownFields(body: unknown, known: ReadonlySet<string>): void {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
-  for (const key of Object.keys(body)) {
-    if (!known.has(key)) throw new UnsupportedError(`Unsupported parameter '${key}'.`, { param: key });
-  }
-}
-
-const CHAT_FIELDS = new Set(Object.keys(chatCompletionSchema.shape));
-
 export function parseChatCompletion(body: unknown): ChatCompletionBody {
-  const parsed = parseRequest(chatCompletionSchema, body);
-  rejectUnknownFields(body, CHAT_FIELDS);
-  return parsed;
-}
-
-function text(value: string | Array<{ text: string }> | null | undefined): string {
-  if (value == null) return '';
-  return typeof value === 'string' ? value : value.map((p) => p.text).join('');
+  return parseKnownFields(chatCompletionSchema, body);
 }
 
 export function toChatRequest(body: ChatCompletionBody): ChatRequest {
@@ -126,15 +109,15 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     switch (m.role) {
       case 'system':
       case 'developer':
-        return { role: 'system', content: text(m.content) };
+        return { role: 'system', content: textContent(m.content) };
       case 'user':
-        return { role: 'user', content: text(m.content) };
+        return { role: 'user', content: textContent(m.content) };
       case 'tool':
-        return { role: 'tool', content: text(m.content), toolCallId: m.tool_call_id };
+        return { role: 'tool', content: textContent(m.content), toolCallId: m.tool_call_id };
       case 'assistant':
         return {
           role: 'assistant',
-          content: text(m.content),
+          content: textContent(m.content),
           ...(m.reasoning_content ? { reasoning: m.reasoning_content } : {}),
           ...(m.tool_calls?.length ? { toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) } : {}),
         };

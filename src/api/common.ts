@@ -19,3 +19,9 @@ export const keepAliveField = z
       return z.NEVER;
     }
   });
+
+/** Message content as plain text: a string, or text parts/blocks joined (OpenAI and Anthropic both allow either). */
+export function textContent(value: string | ReadonlyArray<{ text: string }> | null | undefined): string {
+  if (value == null) return '';
+  return typeof value === 'string' ? value : value.map((part) => part.text).join('');
+}

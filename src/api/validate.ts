@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidRequestError } from '../core/errors.js';
+import { InvalidRequestError, UnsupportedError } from '../core/errors.js';
 
 /**
  * Parse a request body (or query) against its schema once, at the boundary.
@@ -17,4 +17,19 @@ export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.
     param,
     code: issue.code === 'invalid_type' && issue.input === undefined ? 'missing_required_parameter' : 'invalid_value',
   });
+}
+
+/**
+ * parseRequest for an object schema whose unknown fields are errors too: a
+ * typo or a feature we lack is a 400 naming the field (code
+ * unsupported_parameter), never silently ignored. Fields clients send
+ * routinely belong in the schema, accepted and unused.
+ */
+export function parseKnownFields<S extends z.ZodObject>(schema: S, input: unknown): z.output<S> {
+  const parsed = parseRequest(schema, input);
+  const known = new Set(Object.keys(schema.shape));
+  for (const key of Object.keys(input as object)) {
+    if (!known.has(key)) throw new UnsupportedError(`Unsupported parameter '${key}'.`, { param: key });
+  }
+  return parsed;
 }

@@ -31,14 +31,19 @@ async function complete(maxTokens: number): Promise<number> {
   return res.status;
 }
 
-/** Opens a stream and resolves once its first content token has arrived. */
+/**
+ * Opens a stream and resolves once it holds a sequence: the server sends the
+ * role chunk only after the request has taken one (visible tokens are not
+ * waited for: the random model sometimes picks control tokens, which have no
+ * text, for a long while).
+ */
 async function openStream(maxTokens: number) {
   const controller = new AbortController();
   const res = await post({ ...long(maxTokens), stream: true }, controller.signal);
   expect(res.status).toBe(200);
   const reader = res.body!.getReader();
   let text = '';
-  while (!text.includes('"content":"') || text.split('"content"').length < 3) {
+  while (!text.includes('"role":"assistant"')) {
     const { value, done } = await reader.read();
     if (done) break;
     text += new TextDecoder().decode(value);
@@ -53,7 +58,7 @@ describe('chat under load', () => {
   });
 
   it('runs 4 streams at once, queues 4 more, answers 503 beyond, and frees slots on disconnect', async () => {
-    // 4 long generations hold all 4 sequences at the same time: each has streamed tokens while the others run.
+    // 4 long generations hold all 4 sequences at the same time.
     const streams = await Promise.all(Array.from({ length: 4 }, () => openStream(3000)));
     const queued = Array.from({ length: 4 }, () => complete(2));
     // Wait until all four really wait for a sequence (a fixed sleep races on a loaded machine).

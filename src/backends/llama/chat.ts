@@ -22,12 +22,14 @@ import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
 import { PushQueue } from './chat-stream.js';
 import { ChatWrappers } from './chat-wrapper.js';
+import { installDecodeGate, type DecodeGate } from './decode-gate.js';
 
 /**
  * The llama.cpp chat backend: one model, one context with `parallel`
  * sequences, and a pool handing a sequence to each request (queueing beyond,
  * 503 beyond the queue). Requests on different sequences are decoded in the
- * same batches by node-llama-cpp, so they really run at the same time. A
+ * same batches by node-llama-cpp, so they really run at the same time, in
+ * lock step (decode-gate.ts: each batch carries every generating sequence). A
  * sequence keeps its tokens between requests, and a request is given the
  * free sequence that already holds most of its conversation, so the next
  * turn only evaluates what is new.
@@ -36,6 +38,8 @@ import { ChatWrappers } from './chat-wrapper.js';
 const DEFAULT_CONTEXT = 4096;
 
 interface Slot {
+  /** The sequence's id in the context (0 … parallel − 1). */
+  index: number;
   sequence: LlamaContextSequence;
   /** Fingerprints of the messages (and reply) the sequence holds now. */
   held: string[];
@@ -49,6 +53,7 @@ export class LlamaChatModel implements ChatModel {
     readonly model: LlamaModel,
     readonly context: LlamaContext,
     private readonly pool: SlotPool<Slot>,
+    private readonly gate: DecodeGate,
     private readonly defaults: { temperature?: number; contextBytes: number },
   ) {
     this.wrappers = new ChatWrappers(model);
@@ -100,7 +105,7 @@ export class LlamaChatModel implements ChatModel {
 
     let slot: Slot;
     try {
-      slot = await this.pool.acquire(signal, (free) => mostShared(free, fingerprints));
+      slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));
     } catch (error) {
       if (error instanceof QueueFullError) throw new OverloadedError();
       throw error;
@@ -151,7 +156,7 @@ export class LlamaChatModel implements ChatModel {
           }
         : { grammar }),
     };
-    const done = chat.generateResponse(history, options).then(
+    const done = chat.generateResponse(history, options).finally(() => this.gate.leave(slot.sequence)).then(
       (response) => {
         queue.push({
           type: 'done',
@@ -251,14 +256,20 @@ function fingerprint(message: { role: string; content: string; toolCalls?: unkno
   return JSON.stringify([message.role, message.content, message.toolCalls ?? null, message.toolCallId ?? null]);
 }
 
-/** The free slot whose held conversation shares the longest message prefix with this one. */
-function mostShared(free: readonly Slot[], messages: readonly string[]): Slot {
+/**
+ * The free slot whose held conversation shares the longest message prefix
+ * with this one (its tokens need no evaluation); among equals the lowest
+ * sequence, which keeps busy sequences consecutive: llama.cpp decodes
+ * consecutive sequence ids in one micro-batch, and a gap splits the batch
+ * (decode-gate.ts).
+ */
+export function pickSlot<S extends { index: number; held: readonly string[] }>(free: readonly S[], messages: readonly string[]): S {
   let best = free[0]!;
   let bestShared = -1;
   for (const slot of free) {
     let shared = 0;
     while (shared < slot.held.length && shared < messages.length && slot.held[shared] === messages[shared]) shared++;
-    if (shared > bestShared) {
+    if (shared > bestShared || (shared === bestShared && slot.index < best.index)) {
       best = slot;
       bestShared = shared;
     }
@@ -334,9 +345,9 @@ export const chatLoader: Loader<LlamaChatModel> = {
     } else {
       log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
     }
-    const slots: Slot[] = Array.from({ length: parallel }, () => ({ sequence: context.getSequence(), held: [] }));
+    const slots: Slot[] = Array.from({ length: parallel }, (_, index) => ({ index, sequence: context.getSequence(), held: [] }));
     const temperature = installed.entry.defaults.temperature;
-    return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), {
+    return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), installDecodeGate(context), {
       temperature: typeof temperature === 'number' ? temperature : undefined,
       contextBytes: (estimate ?? 0) * (context.contextSize / perSequence),
     });

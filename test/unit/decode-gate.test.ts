@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+import { LockStepGate } from '../../src/backends/llama/decode-gate.js';
+import { pickSlot } from '../../src/backends/llama/chat.js';
+
+/**
+ * The lock-step gate in front of node-llama-cpp's decode queue, driven by a
+ * fake decoder whose results the test hands back one by one: what reaches
+ * the decoder, when, and in which order.
+ */
+
+function fakeDecoder() {
+  const started: number[] = [];
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
+  const decode = (request: { sequenceId: number }) =>
+    new Promise<unknown>((resolve, reject) => {
+      started.push(request.sequenceId);
+      pending.set(request.sequenceId, { resolve, reject });
+    });
+  /** Delivers sequence `id`'s result and lets its consumer run (as sampling's promise would). */
+  const finish = async (id: number) => {
+    pending.get(id)!.resolve(`token for ${id}`);
+    pending.delete(id);
+    await Promise.resolve();
+  };
+  return { decode, started, finish, pending };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('LockStepGate', () => {
+  it('passes a lone sequence straight through, step after step', async () => {
+    const d = fakeDecoder();
+    const gate = new LockStepGate(d.decode, 1000);
+    for (let step = 0; step < 3; step++) {
+      const result = gate.request({ sequenceId: 0 }, []);
+      await tick();
+      expect(d.started).toHaveLength(step + 1); // not held
+      await d.finish(0);
+      await expect(result).resolves.toBe('token for 0');
+    }
+  });
+
+  it('holds the first sequences back until the last of the group returns, then queues all in ascending id order', async () => {
+    const d = fakeDecoder();
+    const gate = new LockStepGate(d.decode, 1000);
+    // Three sequences start together (their prompts): one group.
+    for (const id of [2, 0, 1]) void gate.request({ sequenceId: id }, []);
+    await tick();
+    expect(d.started).toEqual([0, 1, 2]);
+    d.started.length = 0;
+
+    // Results come back at different moments; each consumer asks for its next token at once.
+    await d.finish(1);
+    void gate.request({ sequenceId: 1 }, []);
+    await d.finish(2);
+    void gate.request({ sequenceId: 2 }, []);
+    await tick();
+    expect(d.started).toEqual([]); // sequence 0 is still being decoded
+    await d.finish(0);
+    void gate.request({ sequenceId: 0 }, []);
+    await tick();
+    expect(d.started).toEqual([0, 1, 2]);
+  });
+
+  it('stops waiting for a sequence whose generation ended (leave)', async () => {
+    const d = fakeDecoder();
+    const gate = new LockStepGate(d.decode, 1000);
+    void gate.request({ sequenceId: 0 }, []);
+    void gate.request({ sequenceId: 1 }, []);
+    await tick();
+    d.started.length = 0;
+    await d.finish(0);
+    await d.finish(1);
+    void gate.request({ sequenceId: 1 }, []); // 0 got its last token and never asks again
+    await tick();
+    expect(d.started).toEqual([]);
+    gate.leave(0);
+    await tick();
+    expect(d.started).toEqual([1]);
+  });
+
+  it('lets the group go without a straggler after maxWaitMs, and does not wait for it again', async () => {
+    const d = fakeDecoder();
+    const gate = new LockStepGate(d.decode, 20);
+    void gate.request({ sequenceId: 0 }, []);
+    void gate.request({ sequenceId: 1 }, []);
+    await tick();
+    d.started.length = 0;
+    await d.finish(0);
+    await d.finish(1);
+    const asked = performance.now();
+    void gate.request({ sequenceId: 0 }, []); // 1 is slow to come back
+    await new Promise((r) => setTimeout(r, 40));
+    expect(d.started).toEqual([0]);
+    expect(performance.now() - asked).toBeGreaterThanOrEqual(19);
+
+    await d.finish(0);
+    void gate.request({ sequenceId: 0 }, []); // the straggler is no longer awaited
+    await tick();
+    expect(d.started).toEqual([0, 0]);
+  });
+
+  it('a new request waits for the decode in flight and joins the next group', async () => {
+    const d = fakeDecoder();
+    const gate = new LockStepGate(d.decode, 1000);
+    void gate.request({ sequenceId: 0 }, []);
+    await tick();
+    void gate.request({ sequenceId: 3 }, []); // a new prompt while 0 decodes
+    await tick();
+    expect(d.started).toEqual([0]);
+    await d.finish(0);
+    void gate.request({ sequenceId: 0 }, []);
+    await tick();
+    expect(d.started).toEqual([0, 0, 3]);
+  });
+
+  it('does not wait for a sequence whose decode failed', async () => {
+    const d = fakeDecoder();
+    const gate = new LockStepGate(d.decode, 1000);
+    const failing = gate.request({ sequenceId: 0 }, []);
+    void gate.request({ sequenceId: 1 }, []);
+    await tick();
+    d.started.length = 0;
+    d.pending.get(0)!.reject(new Error('decode failed'));
+    await expect(failing).rejects.toThrow('decode failed');
+    await d.finish(1);
+    void gate.request({ sequenceId: 1 }, []);
+    await tick();
+    expect(d.started).toEqual([1]);
+  });
+});
+
+describe('pickSlot', () => {
+  const slot = (index: number, held: string[] = []) => ({ index, held });
+
+  it('prefers the slot holding the longest prefix of the conversation', () => {
+    const free = [slot(0, ['a']), slot(3, ['a', 'b']), slot(1, ['x'])];
+    expect(pickSlot(free, ['a', 'b', 'c']).index).toBe(3);
+  });
+
+  it('among equals takes the lowest sequence, so busy sequences stay consecutive', () => {
+    expect(pickSlot([slot(3), slot(1), slot(2)], ['a']).index).toBe(1);
+    expect(pickSlot([slot(2, ['x']), slot(0, ['y'])], ['a']).index).toBe(0);
+  });
+});

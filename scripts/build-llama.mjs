@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // Builds node-llama-cpp's bundled llama.cpp for this CPU with scripts/llama/threadpool.patch applied
 // (one persistent ggml CPU threadpool per context, poll=50, as llama.cpp's own tools do).
-// Usage: node scripts/build-llama.mjs [--check]      then: LSERVE_LLAMA_BUILD=lastBuild lserve serve
+// Usage: node scripts/build-llama.mjs [--check]      then lserve uses the build (see src/backends/llama/runtime.ts)
 // --check: only say whether the patch applies, build nothing.
 // Idempotent: an already-patched source is built as is; refuses if the patch does not apply.
 // The addon source is restored to pristine afterwards (the built binary stays in localBuilds/).
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -44,7 +44,13 @@ try {
   const command = existsSync(join(pkgDir, 'llama', 'llama.cpp')) ? 'build' : 'download'; // download: offline, clones the bundled source
   // GGML_OPENMP=OFF like the prebuilt binaries: the threadpool (and its polling) is only used without OpenMP.
   const env = { NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: 'OFF', ...process.env };
+  // lserve uses this build by default while it stays node-llama-cpp's last build (src/backends/llama/runtime.ts).
+  const marker = join(pkgDir, 'llama', 'lserve-threadpool-build.json');
+  rmSync(marker, { force: true });
   execFileSync('nice', ['-n', '19', 'npx', '--no', 'node-llama-cpp', 'source', command, '--gpu', 'false', '--noUsageExample'], { stdio: 'inherit', env });
+  const { folderName } = JSON.parse(readFileSync(join(pkgDir, 'llama', 'lastBuild.json'), 'utf8'));
+  writeFileSync(marker, JSON.stringify({ folderName, nodeLlamaCpp: version, patch: 'threadpool.patch', builtAt: new Date().toISOString() }, null, 2) + '\n');
+  console.log(`built ${folderName}: lserve uses it by default (LSERVE_LLAMA_BUILD=prebuilt for the prebuilt binary)`);
 } finally {
   // leave node-llama-cpp's source pristine (also when the patch was found applied)
   const r = patch('-R');

@@ -17,7 +17,7 @@ import type { Loader, LoadOptions } from '../../core/backend.js';
 import { InvalidRequestError, OverloadedError, ServerError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
-import { getRuntime, loadGguf, threadsFor } from './runtime.js';
+import { getRuntime, llamaBuildChoice, loadGguf, threadsFor } from './runtime.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
 import { PushQueue } from './chat-stream.js';
@@ -315,7 +315,8 @@ export const chatLoader: Loader<LlamaChatModel> = {
     const batchSize = Math.min(BATCH_SIZE, perSequence * parallel);
     const estimate = await estimateContextBytes(model, perSequence, parallel, batchSize);
     const plan = `${parallel} sequence${parallel === 1 ? '' : 's'} × ${perSequence} tokens, batch ${batchSize}${estimate === undefined ? '' : `, ≈${(estimate / GiB).toFixed(2)} GiB`}`;
-    log(`${installed.id}: creating context: ${plan}${perSequence < requested ? ` (context_size ${requested} shared by ${parallel} sequences)` : ''}`);
+    const shared = perSequence < requested ? ` (context_size ${requested} shared by ${parallel} sequences)` : '';
+    log(`${installed.id}: creating context: ${plan}${shared}; llama.cpp binary: ${llamaBuildChoice()}`);
     const started = Date.now();
     let context: LlamaContext;
     try {

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Llama, LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/backend.js';
 
@@ -7,19 +9,43 @@ import type { LoadOptions } from '../../core/backend.js';
  * touch a GGUF model don't pay for it.
  *
  * Binary choice is explicit (getLlama's default "auto" may compile llama.cpp
- * for minutes on first use): the prebuilt binary unless LSERVE_LLAMA_BUILD
- * says otherwise — "lastBuild" uses a binary built for this CPU with
- * `npx --no node-llama-cpp source download --gpu false`, "auto" lets node-llama-cpp decide.
+ * for minutes on first use): LSERVE_LLAMA_BUILD says "prebuilt", "lastBuild"
+ * (a binary built for this CPU with `npx --no node-llama-cpp source download
+ * --gpu false`) or "auto" (node-llama-cpp decides). Unset, it is the
+ * threadpool build `npm run build:llama` made, while that is node-llama-cpp's
+ * last build (single-stream decode on par with llama-server; the prebuilt
+ * binary starts a fresh CPU threadpool per decode and runs ≈ 0.8× — see
+ * bench/README.md), and otherwise the prebuilt binary.
  */
 
 let llama: Promise<Llama> | undefined;
 
 export type LlamaBuildChoice = 'prebuilt' | 'lastBuild' | 'auto';
 
-export function llamaBuildChoice(): LlamaBuildChoice {
-  const value = process.env.LSERVE_LLAMA_BUILD ?? 'prebuilt';
+export function llamaBuildChoice(value = process.env.LSERVE_LLAMA_BUILD, threadpoolBuild = hasThreadpoolBuild()): LlamaBuildChoice {
+  if (value === undefined || value === '') return threadpoolBuild ? 'lastBuild' : 'prebuilt';
   if (value === 'prebuilt' || value === 'lastBuild' || value === 'auto') return value;
   throw new Error(`LSERVE_LLAMA_BUILD must be prebuilt, lastBuild or auto (got '${value}')`);
+}
+
+/** Written by scripts/build-llama.mjs next to node-llama-cpp's own lastBuild.json. */
+export const THREADPOOL_BUILD_MARKER = 'lserve-threadpool-build.json';
+
+/** Whether node-llama-cpp's last build is the one scripts/build-llama.mjs made (its marker names the same build folder). */
+export function hasThreadpoolBuild(llamaDir = nodeLlamaCppDir()): boolean {
+  try {
+    const folder = (file: string) => (JSON.parse(readFileSync(`${llamaDir}/${file}`, 'utf8')) as { folderName?: unknown }).folderName;
+    const built = folder(THREADPOOL_BUILD_MARKER);
+    return typeof built === 'string' && built === folder('lastBuild.json');
+  } catch {
+    return false;
+  }
+}
+
+/** node-llama-cpp's `llama/` folder (its bundled source, addon and build records). */
+export function nodeLlamaCppDir(): string {
+  // The package's entry is dist/index.js; its build records live in llama/.
+  return fileURLToPath(new URL('../llama', import.meta.resolve('node-llama-cpp')));
 }
 
 export function getRuntime(): Promise<Llama> {

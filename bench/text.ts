@@ -107,10 +107,29 @@ async function main(): Promise<void> {
     }
 
     if (!skip.has('streams')) {
-      console.log('\nChat, concurrent streams through lserve (aggregate tok/s = all tokens / wall time):');
-      for (const n of [1, 2, 4, 8]) {
-        const r = await concurrentStreams(server.url, chatBody('qwen3-synth'), n);
-        row(`lserve ${n} stream${n > 1 ? 's' : ''}`, `${fmt(r.aggregate)} tok/s`, `per stream ${fmt(r.perStream)} tok/s`);
+      // llama-server runs beside lserve (same file, 4 slots like lserve's 4 sequences), and
+      // each stream count is measured on both in alternation, so drift hits both alike.
+      const serverBin = skip.has('llamacpp') ? undefined : llamaBin(args['llama-bin'], 'llama-server');
+      const reference = serverBin ? await startLlamaServer(serverBin, chatFile, { threads, parallel: 4, port: 18_004, contextPerSlot: 2048 }) : undefined;
+      try {
+        if (reference) await streamChat(reference.url, chatBody('any'));
+        console.log(`\nChat, concurrent streams (aggregate tok/s = all tokens / wall time; median of ${runs}${reference ? ', alternating with llama-server -np 4' : ''}):`);
+        for (const n of [1, 2, 4, 8]) {
+          const ours: number[] = [];
+          const theirs: number[] = [];
+          for (let i = 0; i < runs; i++) {
+            ours.push((await concurrentStreams(server.url, chatBody('qwen3-synth'), n)).aggregate);
+            if (reference) theirs.push((await concurrentStreams(reference.url, chatBody('any'), n)).aggregate);
+          }
+          const label = `${n} stream${n > 1 ? 's' : ''}`;
+          row(`lserve ${label}`, `${fmt(median(ours))} tok/s`);
+          if (reference) {
+            row(`llama-server ${label}`, `${fmt(median(theirs))} tok/s`);
+            row(`ratio lserve / llama-server, ${label}${n === 1 ? ' (target ≥ 0.95)' : n === 4 ? ' (target ≥ 1.0)' : ''}`, fmt(median(ours) / median(theirs), 2));
+          }
+        }
+      } finally {
+        await reference?.stop();
       }
     }
 
@@ -149,21 +168,15 @@ async function main(): Promise<void> {
     console.log(`\nllama.cpp reference (${args['llama-bin']}):`);
     if (benchBin) row(`llama-bench tg${tokens}`, `${fmt(llamaBenchTg(benchBin, chatFile, threads, tokens))} tok/s`);
     if (serverBin) {
-      for (const parallel of [1, 4]) {
-        const ls = await startLlamaServer(serverBin, chatFile, { threads, parallel, port: 18_000 + parallel, contextPerSlot: 2048 });
-        try {
-          await streamChat(ls.url, chatBody('any'));
-          if (parallel === 1) {
-            const single: StreamTiming[] = [];
-            for (let i = 0; i < runs; i++) single.push(await streamChat(ls.url, chatBody('any')));
-            row('llama-server 1 stream (stream, HTTP)', `${fmt(median(single.map(decodeRate)))} tok/s`, `TTFT ${fmt(median(single.map((r) => r.ttftMs)), 0)} ms`);
-          } else {
-            const r = await concurrentStreams(ls.url, chatBody('any'), parallel);
-            row(`llama-server ${parallel} streams (-np ${parallel})`, `${fmt(r.aggregate)} tok/s`, `per stream ${fmt(r.perStream)} tok/s`);
-          }
-        } finally {
-          await ls.stop();
-        }
+      // Single stream with one slot, as a user runs llama-server by default; -np 4 is measured beside lserve above.
+      const ls = await startLlamaServer(serverBin, chatFile, { threads, parallel: 1, port: 18_001, contextPerSlot: 2048 });
+      try {
+        await streamChat(ls.url, chatBody('any'));
+        const single: StreamTiming[] = [];
+        for (let i = 0; i < runs; i++) single.push(await streamChat(ls.url, chatBody('any')));
+        row('llama-server -np 1, 1 stream (stream, HTTP)', `${fmt(median(single.map(decodeRate)))} tok/s`, `TTFT ${fmt(median(single.map((r) => r.ttftMs)), 0)} ms`);
+      } finally {
+        await ls.stop();
       }
     }
     if (!serverBin && !benchBin) console.log('  (not built: see bench/README.md, "llama.cpp reference")');

@@ -19,7 +19,8 @@ import type { LlamaContext, LlamaContextSequence } from 'node-llama-cpp';
  * generation ended: `leave`), or `maxWaitMs` has passed, so that a stalled
  * sequence cannot hold the others up for long. With one sequence generating
  * nothing is ever held. A new request (a prompt) joins the next group, so it
- * is batched with the running generations, as continuous batching does.
+ * is batched with the running generations, as continuous batching does; the
+ * others do not wait for a prompt's evaluation (it can take many batches).
  *
  * The group is queued in ascending sequence-id order. llama.cpp's KV cache
  * (not unified: one stream per sequence, as node-llama-cpp creates it) puts
@@ -36,7 +37,7 @@ import type { LlamaContext, LlamaContextSequence } from 'node-llama-cpp';
  * breaks the hook shows up there.
  */
 
-type DecodeRequest = { sequenceId: number };
+type DecodeRequest = { sequenceId: number; tokens?: readonly unknown[] };
 type DecodeFn = (request: DecodeRequest, ...rest: unknown[]) => Promise<unknown>;
 
 export interface DecodeGate {
@@ -66,8 +67,11 @@ export class LockStepGate {
     const id = request.sequenceId;
     this.processing.delete(id);
     return new Promise((resolve, reject) => {
+      // A prompt may span many batches (node-llama-cpp splits it and lets the
+      // others' tokens ride along); nobody waits for it until it is done.
+      const step = (request.tokens?.length ?? 1) <= 1;
       const start = () => {
-        this.inFlight.add(id);
+        if (step) this.inFlight.add(id);
         this.decode(request, ...rest).then(
           (result) => {
             this.inFlight.delete(id);

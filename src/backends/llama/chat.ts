@@ -17,7 +17,7 @@ import type { Loader, LoadOptions } from '../../core/backend.js';
 import { InvalidRequestError, OverloadedError, ServerError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
-import { getRuntime, llamaBuildChoice, loadGguf, threadsFor } from './runtime.js';
+import { getRuntime, loadGguf, runtimeBuild, threadsFor } from './runtime.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
 import { PushQueue } from './chat-stream.js';
@@ -316,7 +316,7 @@ export const chatLoader: Loader<LlamaChatModel> = {
     const estimate = await estimateContextBytes(model, perSequence, parallel, batchSize);
     const plan = `${parallel} sequence${parallel === 1 ? '' : 's'} × ${perSequence} tokens, batch ${batchSize}${estimate === undefined ? '' : `, ≈${(estimate / GiB).toFixed(2)} GiB`}`;
     const shared = perSequence < requested ? ` (context_size ${requested} shared by ${parallel} sequences)` : '';
-    log(`${installed.id}: creating context: ${plan}${shared}; llama.cpp binary: ${llamaBuildChoice()}`);
+    log(`${installed.id}: creating context: ${plan}${shared}; llama.cpp binary: ${runtimeBuild()}`);
     const started = Date.now();
     let context: LlamaContext;
     try {

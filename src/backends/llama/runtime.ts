@@ -19,6 +19,8 @@ import type { LoadOptions } from '../../core/backend.js';
  */
 
 let llama: Promise<Llama> | undefined;
+/** The binary the runtime was loaded with (decided once, when it loads). */
+let loadedBuild: LlamaBuildChoice | undefined;
 
 export type LlamaBuildChoice = 'prebuilt' | 'lastBuild' | 'auto';
 
@@ -52,6 +54,7 @@ export function getRuntime(): Promise<Llama> {
   llama ??= (async () => {
     const { getLlama, LlamaLogLevel } = await import('node-llama-cpp');
     const choice = llamaBuildChoice();
+    loadedBuild = choice;
     const common = {
       gpu: process.env.LSERVE_GPU === 'off' ? (false as const) : ('auto' as const),
       logLevel: process.env.LSERVE_LLAMA_LOG === 'debug' ? LlamaLogLevel.debug : LlamaLogLevel.error,
@@ -67,6 +70,11 @@ export function getRuntime(): Promise<Llama> {
     return runtime;
   })();
   return llama;
+}
+
+/** Which binary the loaded runtime uses, for load logs; undefined before getRuntime() resolved. */
+export function runtimeBuild(): LlamaBuildChoice | undefined {
+  return loadedBuild;
 }
 
 /** Threads for a context: the configured count, or the runtime's own choice. */

@@ -7,6 +7,10 @@ import { InvalidRequestError, UnsupportedError } from '../core/errors.js';
  * client sees exactly which field was wrong.
  */
 export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  // No body, or one the JSON parser skipped (text/plain, XML): say so, rather than "expected object, received undefined".
+  if (input === undefined) {
+    throw new InvalidRequestError('The request body is missing or is not JSON: send a JSON object with Content-Type: application/json.', { code: 'invalid_json' });
+  }
   // reportInput keeps each issue's input, so a present value of the wrong type is not mistaken for a missing one.
   const result = schema.safeParse(input, { reportInput: true });
   if (result.success) return result.data;
@@ -32,4 +36,27 @@ export function parseKnownFields<S extends z.ZodObject>(schema: S, input: unknow
     if (!known.has(key)) throw new UnsupportedError(`Unsupported parameter '${key}'.`, { param: key });
   }
   return parsed;
+}
+
+/**
+ * The deepest nesting of arrays and objects a JSON body may have. Handlers,
+ * zod and engine code (a tool's JSON schema turned into a grammar) walk
+ * bodies recursively, so a hostile 100 000-level body would overflow the
+ * stack and answer 500. Legitimate bodies stay far below this: a JSON schema
+ * in `response_format` or `tools` costs two levels per nested property.
+ */
+export const MAX_JSON_DEPTH = 128;
+
+/** Throws a 400 (code too_deeply_nested) when `value` nests deeper than `limit`; iterative, so it cannot overflow itself. */
+export function assertJsonDepth(value: unknown, limit = MAX_JSON_DEPTH): void {
+  const pending: Array<{ node: object; depth: number }> = [];
+  if (value !== null && typeof value === 'object') pending.push({ node: value, depth: 1 });
+  for (let item = pending.pop(); item; item = pending.pop()) {
+    if (item.depth > limit) {
+      throw new InvalidRequestError(`The request body is nested more than ${limit} levels deep.`, { code: 'too_deeply_nested' });
+    }
+    for (const child of Object.values(item.node)) {
+      if (child !== null && typeof child === 'object') pending.push({ node: child as object, depth: item.depth + 1 });
+    }
+  }
 }

@@ -2,6 +2,7 @@ import express, { type Express } from 'express';
 import { apiKeyCheck, cors, requestLogger } from './middleware.js';
 import { errorMiddleware, notFoundRoute } from './errors.js';
 import { routers } from './routes/index.js';
+import { assertJsonDepth } from '../api/validate.js';
 import type { ServerContext } from './context.js';
 
 export function createApp(ctx: ServerContext): Express {
@@ -16,6 +17,11 @@ export function createApp(ctx: ServerContext): Express {
   app.use(apiKeyCheck(ctx.options.apiKey));
   // JSON bodies of any JSON-ish content type; multipart routes use multer.
   app.use(express.json({ limit: ctx.options.maxBodyBytes, type: ['application/json', 'application/*+json'] }));
+  // Bound nesting once, before any handler walks the body (see MAX_JSON_DEPTH).
+  app.use((req, _res, next) => {
+    assertJsonDepth(req.body);
+    next();
+  });
   for (const router of routers) app.use(router(ctx));
   app.use(notFoundRoute);
   app.use(errorMiddleware(ctx.options.log));

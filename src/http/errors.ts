@@ -1,4 +1,5 @@
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
+import multer from 'multer';
 import { LserveError, NotFoundError, PayloadTooLargeError, InvalidRequestError, ServerError } from '../core/errors.js';
 
 /**
@@ -15,16 +16,49 @@ export interface AnthropicErrorBody {
   error: { type: string; message: string };
 }
 
-/** Translates whatever was thrown (ours, body-parser's, multer's) into a typed error. */
+/**
+ * busboy's errors for a multipart body the client broke: cut off mid-part
+ * (a dropped upload), a bad part header, a content type without a boundary.
+ * busboy throws plain Errors with no code, so the exact messages are all
+ * there is to go on; matching whole messages of plain Errors, never
+ * substrings, keeps real faults 500s. busboy's "Unsupported content type" and
+ * "Missing Content-Type" are left out: multer only hands it requests it
+ * already saw are multipart.
+ */
+const MALFORMED_MULTIPART = new Set([
+  'Unexpected end of form',
+  'Unexpected end of file',
+  'Malformed part header',
+  'Multipart: Boundary not found',
+  'Malformed content type',
+  'Malformed urlencoded form',
+]);
+
+/** multer's errors when the client hangs up mid-upload: nobody reads the answer, but it is no server fault to log. */
+const ABORTED_UPLOAD = new Set(['Request aborted', 'Request closed']);
+
+const isPlainError = (error: unknown): error is Error => error instanceof Error && Object.getPrototypeOf(error) === Error.prototype;
+
+/** Translates whatever was thrown (ours, body-parser's, multer's, busboy's) into a typed error. */
 export function toLserveError(error: unknown): LserveError {
   if (error instanceof LserveError) return error;
+  if (isPlainError(error) && MALFORMED_MULTIPART.has(error.message)) {
+    return new InvalidRequestError(`Malformed multipart body (${error.message}): the upload was cut off or is not valid multipart/form-data.`, { code: 'malformed_multipart' });
+  }
+  if (isPlainError(error) && ABORTED_UPLOAD.has(error.message)) {
+    return new InvalidRequestError('The client closed the connection before the upload finished.', { code: 'request_aborted' });
+  }
   const e = error as { type?: string; status?: number; code?: string; field?: string; message?: string };
   if (e?.type === 'entity.too.large' || e?.code === 'LIMIT_FILE_SIZE' || e?.code === 'LIMIT_FIELD_VALUE') {
     return new PayloadTooLargeError(`Request body too large: ${e.message ?? 'over the limit'}`, { param: e.field ?? null });
   }
   if (e?.type === 'entity.parse.failed') return new InvalidRequestError(`Malformed JSON in request body: ${e.message}`, { code: 'invalid_json' });
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return new InvalidRequestError(e.message ?? 'Unsupported encoding', { code: 'unsupported_encoding' });
-  if (typeof e?.code === 'string' && e.code.startsWith('LIMIT_')) return new InvalidRequestError(`Multipart upload rejected: ${e.message}`, { code: e.code.toLowerCase(), param: e.field ?? null });
+  // Every other MulterError describes the client's form (a limit, a part with no or a bad field name), except
+  // STREAM_DESTROYED, which only disk storage raises when its own write stream dies.
+  if (error instanceof multer.MulterError && (error.code as string) !== 'STREAM_DESTROYED') {
+    return new InvalidRequestError(`Multipart upload rejected: ${error.message}`, { code: error.code.toLowerCase(), param: error.field ?? null });
+  }
   if (e?.status && e.status >= 400 && e.status < 500) return new InvalidRequestError(e.message ?? 'Bad request');
   return new ServerError('Internal server error', { cause: error });
 }

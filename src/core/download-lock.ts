@@ -62,6 +62,17 @@ export async function acquirePullLock(dir: string, options: LockOptions = {}): P
   }
 }
 
+/**
+ * The pid of the live process holding the pull lock in `dir` (a model's
+ * staging directory), or undefined when no pull is running there: no lock, a
+ * lock still being written, or a stale lock whose process is dead (which the
+ * next pull takes over anyway, so it must not block anything else either).
+ */
+export async function pullLockHolder(dir: string): Promise<number | undefined> {
+  const holder = await readHolder(path.join(dir, LOCK_FILE));
+  return holder !== undefined && isAlive(holder) ? holder : undefined;
+}
+
 async function releaseIfOurs(file: string, content: string): Promise<void> {
   try {
     if ((await readFile(file, 'utf8')) === content) await rm(file, { force: true });

@@ -6,6 +6,7 @@ import os from 'node:os';
 import { z } from 'zod';
 import { Catalog, MODEL_KINDS, isBundled, type CatalogEntry, type FileSpec, type ModelKind } from './catalog.js';
 import { InvalidRequestError, StoreError } from './errors.js';
+import { pullLockHolder } from './download-lock.js';
 
 /**
  * The local model store: `$LSERVE_HOME/models/<id>/` holds a model's files and
@@ -202,6 +203,15 @@ export class ModelStore {
     const id = entry?.id ?? name;
     const dir = this.modelDir(id);
     const partial = this.partialDir(id);
+    // Deleting the staging directory under a running pull would break it midway (its .part files and
+    // lock vanish); the user stops or awaits that pull first. A stale lock (dead pid) does not count.
+    const holder = await pullLockHolder(partial);
+    if (holder !== undefined) {
+      throw new StoreError(
+        `a pull of '${id}' is running (pid ${holder}); stop it (Ctrl-C) or wait for it to finish, then run \`lserve rm ${id}\` again`,
+        'pull_in_progress',
+      );
+    }
     const existed = existsSync(path.join(dir, MANIFEST)) || existsSync(partial);
     // Drop the manifest first so a crash midway never leaves a listed-but-broken model.
     await rm(path.join(dir, MANIFEST), { force: true });

@@ -1,10 +1,11 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, runCli } from '../helpers/cli.js';
 import { startMirror, testBytes, writeCatalog, type Mirror } from '../helpers/hf-mirror.js';
@@ -196,24 +197,95 @@ describe('lserve pull / list / rm', () => {
     expect(result.stderr).toContain('HF_ENDPOINT');
   });
 
-  it('on Ctrl-C keeps the partial download, says a rerun resumes, and exits 130', async () => {
+  /** Bytes the mirror sends of stall.onnx before it stalls with the connection open. */
+  const STALL_AFTER = 150_000;
+  const stallingPartial = () => path.join(home, 'models', '.partial', 'stalling');
+  const stallingPart = () => path.join(stallingPartial(), 'stall.onnx.part');
+
+  interface RunningPull {
+    child: ChildProcess;
+    output(): { stdout: string; stderr: string };
+    exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  }
+
+  /**
+   * Starts `lserve pull stalling` from scratch and resolves once it is parked on the stalled
+   * connection: its first progress line is out and all STALL_AFTER bytes are in the .part file.
+   * The progress line alone is not enough: it is printed as a chunk passes through the hashing
+   * transform, before the file stream has written it, and an abort drops chunks still queued for
+   * the file, so the .part can still be empty or short then.
+   */
+  const startStallingPull = async (): Promise<RunningPull> => {
+    await rm(stallingPartial(), { recursive: true, force: true });
     const child = spawn(process.execPath, [BIN, 'pull', 'stalling'], { env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d));
     child.stderr.on('data', (d: Buffer) => (stderr += d));
-    const code = await new Promise<number | null>((resolve) => {
-      child.stdout.on('data', (d: Buffer) => {
-        stdout += d;
-        // The server stalls after 150 KB; interrupt once the first progress line is out.
-        if (/stall\.onnx +\d+%/.test(stdout)) setTimeout(() => child.kill('SIGINT'), 200);
-      });
-      child.on('close', resolve);
-    });
-    expect(code).toBe(130);
-    expect(stderr).toMatch(/Interrupted.*run `lserve pull stalling` again to resume/);
-    const part = path.join(home, 'models', '.partial', 'stalling', 'stall.onnx.part');
-    expect((await stat(part)).size).toBeGreaterThan(0);
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+    const pull: RunningPull = { child, output: () => ({ stdout, stderr }), exited };
+    let gone = false;
+    void exited.then(() => (gone = true));
+    try {
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        if (gone) throw new Error(`the pull exited before stalling:\n${stdout}${stderr}`);
+        if (/stall\.onnx +\d+%/.test(stdout) && (await sizeOf(stallingPart())) === STALL_AFTER) return pull;
+        if (Date.now() > deadline) throw new Error(`the pull did not stall with ${STALL_AFTER} bytes on disk:\n${stdout}${stderr}`);
+        await sleep(20);
+      }
+    } catch (error) {
+      child.kill('SIGKILL');
+      await exited;
+      throw error;
+    }
+  };
+
+  /** Sends one SIGINT (a single Ctrl-C) and waits for the pull to exit. */
+  const interrupt = async (pull: RunningPull) => {
+    // Exactly once: a second SIGINT reaching the CLI after its handler ran kills it by signal (code null).
+    pull.child.kill('SIGINT');
+    return pull.exited;
+  };
+
+  it('on Ctrl-C keeps the partial download, says a rerun resumes, and exits 130', async () => {
+    const pull = await startStallingPull();
+    expect(await interrupt(pull)).toEqual({ code: 130, signal: null });
+    expect(pull.output().stderr).toMatch(/Interrupted.*run `lserve pull stalling` again to resume/);
+    expect(await sizeOf(stallingPart())).toBe(STALL_AFTER);
     const all = await listJson('--all');
     expect(all.find((r) => r.id === 'stalling')).toMatchObject({ installed: false, status: 'partial' });
   });
+
+  it('refuses to rm a model while a pull of it runs, and removes it once the pull stopped', async () => {
+    const pull = await startStallingPull();
+    let exit: Awaited<RunningPull['exited']> | undefined;
+    try {
+      const refused = await runCli(['rm', 'stalling'], { env });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`a pull of 'stalling' is running (pid ${pull.child.pid})`);
+      expect(refused.stderr).toContain('then run `lserve rm stalling` again');
+      expect(refused.stdout).toBe('');
+      expect(await sizeOf(stallingPart())).toBe(STALL_AFTER);
+    } finally {
+      // Stop the pull even when an assertion above failed, so no process outlives the test.
+      exit = await interrupt(pull);
+    }
+    expect(exit).toEqual({ code: 130, signal: null });
+
+    const removed = await runCli(['rm', 'stalling'], { env });
+    expect(removed.stderr).toBe('');
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toContain('Removed stalling');
+    expect(existsSync(stallingPartial())).toBe(false);
+  });
 });
+
+/** A file's size, 0 while it does not exist yet. */
+async function sizeOf(file: string): Promise<number> {
+  try {
+    return (await stat(file)).size;
+  } catch {
+    return 0;
+  }
+}

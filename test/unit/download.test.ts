@@ -228,6 +228,26 @@ describe('pullModel against a local hub mirror', () => {
     expect(await store.resolve('stale')).toBeDefined();
   });
 
+  it('refuses to remove a model whose pull lock a live process holds, but not for a stale lock', async () => {
+    const store = storeWith(entry('locked', { model: { repo: REPO, path: 'locked.bin' } }));
+    const staging = store.partialDir('locked');
+    await mkdir(staging, { recursive: true });
+    await writeFile(path.join(staging, 'locked.bin.part'), small);
+    // This test process stands in for a running pull: its pid is alive.
+    await writeFile(path.join(staging, '.lock'), `${process.pid} running\n`);
+    await expect(store.remove('locked')).rejects.toMatchObject({
+      code: 'pull_in_progress',
+      message: `a pull of 'locked' is running (pid ${process.pid}); stop it (Ctrl-C) or wait for it to finish, then run \`lserve rm locked\` again`,
+    });
+    expect(existsSync(path.join(staging, 'locked.bin.part'))).toBe(true);
+
+    // A pull killed outright (SIGKILL, a second Ctrl-C) leaves its lock behind naming a dead pid.
+    const dead = spawnSync(process.execPath, ['-e', '']).pid!;
+    await writeFile(path.join(staging, '.lock'), `${dead} gone\n`);
+    expect(await store.remove('locked')).toBe(true);
+    expect(existsSync(staging)).toBe(false);
+  });
+
   it('leaves the part file when aborted, so a rerun resumes', async () => {
     await mirror.put(REPO, 'abort.bin', big, { stallAfter: 100_000 });
     const store = storeWith(entry('abortable', { model: { repo: REPO, path: 'abort.bin', sha256: bigSha } }));

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { ContextSizes } from '../core/backend.js';
 import { Engine, type EngineOptions } from '../core/engine.js';
 import { parseDuration, parseSize } from '../core/units.js';
 import { CliError, EXIT_USAGE } from './errors.js';
@@ -23,6 +24,8 @@ export interface EngineFlags {
   threads?: string;
   parallel?: string;
   maxQueue?: string;
+  /** `--ctx-size N` or `--ctx-size MODEL=N`, repeatable. */
+  ctxSize?: string[];
 }
 
 export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, extra: Partial<EngineOptions> = {}): Engine {
@@ -40,7 +43,29 @@ export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, ext
   if (flags.threads !== undefined) options.threads = positiveInt(flags.threads, '--threads', true);
   if (flags.parallel !== undefined) options.parallel = positiveInt(flags.parallel, '--parallel');
   if (flags.maxQueue !== undefined) options.maxQueue = positiveInt(flags.maxQueue, '--max-queue', true);
+  if (flags.ctxSize?.length) options.contextSizes = parseContextSizes(flags.ctxSize);
   return new Engine(options);
+}
+
+/** Help text of the repeatable `--ctx-size` option (serve, run). */
+export const CTX_SIZE_HELP = 'tokens per context for text models: N for every model, MODEL=N for one (repeatable); default: 4096 for chat (shared by --parallel sequences beyond 4), 8192 for embeddings and rerank, never above the training context';
+
+/** Collects a repeatable option's values (commander's argParser). */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/** `--ctx-size` values: "8192" applies to every model, "bge-small=512" to one (by id or alias). */
+export function parseContextSizes(values: readonly string[]): ContextSizes {
+  const sizes: ContextSizes = { models: {} };
+  for (const value of values) {
+    const match = /^(?:([^=\s]+)=)?(\d+)$/.exec(value.trim());
+    const tokens = match ? Number(match[2]) : NaN;
+    if (!match || !Number.isSafeInteger(tokens) || tokens < 16) throw new CliError(`--ctx-size takes N or MODEL=N with N ≥ 16 tokens, got '${value}'`, EXIT_USAGE);
+    if (match[1]) sizes.models[match[1]] = tokens;
+    else sizes.all = tokens;
+  }
+  return sizes;
 }
 
 export function positiveInt(value: string, flag: string, allowZero = false): number {

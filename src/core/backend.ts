@@ -18,8 +18,17 @@ export interface LoadOptions {
   parallel?: number;
   /** Requests that may wait for a free sequence before the model answers 503. */
   maxQueue?: number;
+  /** Context sizes the user asked for (`serve --ctx-size`): for every model, or per model id or alias. */
+  contextSizes?: ContextSizes;
+  /** Bytes this model may take in all (weights, caches, buffers): the manager's budget. */
+  memoryBudgetBytes?: number;
   /** Where a loader reports what it chose (context sizes, memory) and how long it took. */
   log?: (message: string) => void;
+}
+
+export interface ContextSizes {
+  all?: number;
+  models: Record<string, number>;
 }
 
 export interface Loader<M extends LoadedModel = LoadedModel> {

@@ -1,11 +1,11 @@
 import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isBundled, type CatalogEntry, type FileSpec, type ModelKind } from './catalog.js';
+import { isBundled, type CatalogEntry, type FileSpec } from './catalog.js';
 import { StoreError } from './errors.js';
 import { acquirePullLock } from './download-lock.js';
 import { TRANSIENT_CODES, transferFile, type TransferResult } from './download-file.js';
-import { fileNameOf, idFromFileName, localFileNames, type InstalledModel, type Manifest, type ModelStore, type ModelSource } from './store.js';
+import { fileNameOf, idFromFileName, localFileNames, type InstalledModel, type Manifest, type ModelStore, type ModelSource, type UserModelOptions } from './store.js';
 
 /**
  * `lserve pull`: downloads every file of a model into the staging directory
@@ -85,7 +85,7 @@ export async function pullModel(store: ModelStore, name: string, options: PullOp
 export async function pullUrl(
   store: ModelStore,
   url: string,
-  model: { kind: ModelKind; id?: string; backend?: string },
+  model: UserModelOptions,
   options: PullOptions = {},
 ): Promise<PullResult> {
   let parsed: URL;
@@ -96,9 +96,8 @@ export async function pullUrl(
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new StoreError(`Only http(s) URLs can be pulled, got '${url}'`, 'invalid_url');
   const entry = store.userEntry({
+    ...model,
     id: model.id ?? idFromFileName(fileNameOf({ url }, 'model')),
-    kind: model.kind,
-    backend: model.backend,
     description: `Downloaded from ${url}`,
     file: { url },
   });

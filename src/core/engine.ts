@@ -4,7 +4,7 @@ import { Catalog, DEFAULT_CATALOG_PATH, isBundled, type ModelKind } from './cata
 import { InvalidRequestError, ModelNotFoundError, ServerError } from './errors.js';
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
-import { loaderKey, type LoadedModel, type LoaderTable } from './backend.js';
+import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable } from './backend.js';
 import { defaultLoaders } from './loaders.js';
 
 /**
@@ -24,6 +24,8 @@ export interface EngineOptions {
   parallel: number;
   /** Requests allowed to wait for a busy model before 503. */
   maxQueue: number;
+  /** Context sizes the user asked for (`--ctx-size`). */
+  contextSizes: ContextSizes;
   loaders: LoaderTable;
   log: (message: string) => void;
 }
@@ -39,6 +41,7 @@ export function defaultEngineOptions(): EngineOptions {
     threads: 0,
     parallel: 4,
     maxQueue: 64,
+    contextSizes: { models: {} },
     loaders: defaultLoaders,
     log: () => {},
   };
@@ -59,7 +62,7 @@ export class Engine {
         keepAliveMs: this.options.keepAliveMs,
         maxMemoryBytes: this.options.maxMemoryBytes,
         maxLoaded: this.options.maxLoaded,
-        load: { threads: this.options.threads, parallel: this.options.parallel, maxQueue: this.options.maxQueue },
+        load: { threads: this.options.threads, parallel: this.options.parallel, maxQueue: this.options.maxQueue, contextSizes: this.options.contextSizes },
         log: this.options.log,
       },
       async (model) => {

@@ -99,6 +99,20 @@ export class ServerError extends LserveError {
   }
 }
 
+/** 500: a model that cannot be loaded (corrupt or incomplete file, unsupported architecture…); the message names the model and the cause. */
+export class ModelLoadError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(500, 'server_error', message, { code: 'model_load_failed', ...details });
+  }
+}
+
+/** 507: a model whose contexts do not fit the memory budget or the free RAM; the message says what to change. */
+export class InsufficientMemoryError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(507, 'server_error', message, { code: 'insufficient_memory', ...details });
+  }
+}
+
 /** Failures of the model store and downloads; the CLI prints these verbatim. */
 export class StoreError extends LserveError {
   constructor(message: string, code: string, cause?: unknown) {

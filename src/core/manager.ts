@@ -1,4 +1,5 @@
 import type { LoadedModel, Loader, LoadOptions } from './backend.js';
+import { describeLoadFailure } from './load-failure.js';
 import type { InstalledModel } from './store.js';
 
 /**
@@ -105,7 +106,14 @@ export class ModelManager {
     slot.ready = (async () => {
       await evicted;
       this.options.log?.(`loading ${installed.id}`);
-      const model = await loader.load(installed, { ...this.options.load, log: this.options.log });
+      const options = { ...this.options.load, memoryBudgetBytes: this.options.maxMemoryBytes, log: this.options.log };
+      const model = await loader.load(installed, options).catch(async (error: unknown) => {
+        // Logged here, once per failed load, however many requests waited on it; the next request tries again.
+        const failure = await describeLoadFailure(installed, error);
+        const detail = error instanceof Error && error !== failure ? ` (${error.stack ?? error.message})` : '';
+        this.options.log?.(`failed to load ${installed.id}: ${failure.message}${detail}`);
+        throw failure;
+      });
       slot.model = model;
       slot.estimate = model.memoryBytes || estimate;
       return model;

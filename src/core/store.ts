@@ -29,6 +29,15 @@ export interface InstalledModel {
   installedAt?: string;
 }
 
+/** What a user says about their own file or URL at `lserve pull`. */
+export interface UserModelOptions {
+  kind: ModelKind;
+  id?: string;
+  backend?: string;
+  /** Tokens per context for a text model (`--ctx-size`); stored as the entry's defaults.context_size. */
+  contextSize?: number;
+}
+
 const manifestSchema = z.object({
   id: z.string(),
   source: z.enum(['catalog', 'local', 'url']),
@@ -131,7 +140,7 @@ export class ModelStore {
    * Registers a user's own model file (`lserve pull ./my.gguf --kind chat`).
    * The file is referenced in place, not copied: model files are large.
    */
-  async registerLocal(file: string, options: { kind: ModelKind; id?: string; backend?: string }): Promise<InstalledModel> {
+  async registerLocal(file: string, options: UserModelOptions): Promise<InstalledModel> {
     const absolute = path.resolve(file);
     let info;
     try {
@@ -141,9 +150,8 @@ export class ModelStore {
     }
     if (!info.isFile()) throw new StoreError(`Not a regular file: ${absolute}`, 'not_a_file');
     const entry = this.userEntry({
+      ...options,
       id: options.id ?? idFromFileName(absolute),
-      kind: options.kind,
-      backend: options.backend,
       description: `Local file ${absolute}`,
       file: { url: `file://${absolute}` },
     });
@@ -163,7 +171,7 @@ export class ModelStore {
    * or a URL); it is stored in the model's manifest. Ids of catalog models are
    * refused so a user's file never shadows a catalog model.
    */
-  userEntry(options: { id: string; kind: ModelKind; backend?: string; description: string; file: FileSpec }): CatalogEntry {
+  userEntry(options: UserModelOptions & { id: string; description: string; file: FileSpec }): CatalogEntry {
     if (!MODEL_KINDS.includes(options.kind)) throw new StoreError(`Unknown kind '${options.kind}' (use one of ${MODEL_KINDS.join(', ')})`, 'invalid_kind');
     this.modelDir(options.id);
     const taken = this.catalog.get(options.id);
@@ -178,7 +186,7 @@ export class ModelStore {
       owned_by: 'user',
       license: 'unknown',
       files: { model: options.file },
-      defaults: {},
+      defaults: options.contextSize === undefined ? {} : { context_size: options.contextSize },
     };
   }
 

@@ -36,7 +36,7 @@ describe.each([8, 16])('chat with parallel: %i', (parallel) => {
     expect(statuses).toEqual(Array(parallel).fill(200));
 
     const perSequence = sequenceContextSize(4096, parallel);
-    expect(server.logs.some((l) => l.includes(`creating context: ${parallel} sequences × ${perSequence} tokens, batch 512`))).toBe(true);
+    expect(server.logs.some((l) => l.includes(`context plan: ${parallel} sequences × ${perSequence} tokens, batch 512`))).toBe(true);
     expect(server.logs.some((l) => l.includes(`context ready in`) && l.includes(`${parallel} × ${perSequence} tokens`))).toBe(true);
     const lease = await server.engine.acquire<LlamaChatModel>(CHAT_MODEL_ID, ['chat']);
     try {

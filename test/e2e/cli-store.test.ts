@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -164,6 +164,20 @@ describe('lserve pull / list / rm', () => {
     const removed = await runCli(['rm', 'mine'], { env });
     expect(removed.stdout).toContain('Unregistered mine');
     expect(existsSync(file)).toBe(true);
+  });
+
+  it('stores --ctx-size for your own file as its context_size, and refuses it for catalog models', async () => {
+    const file = path.join(dir, 'embedder.gguf');
+    await writeFile(file, tokens);
+    const result = await runCli(['pull', file, '--kind', 'embedding', '--id', 'sized', '--ctx-size', '2048'], { env });
+    expect(result.code).toBe(0);
+    const manifest = JSON.parse(await readFile(path.join(home, 'models', 'sized', 'manifest.json'), 'utf8')) as { entry: { defaults: unknown } };
+    expect(manifest.entry.defaults).toEqual({ context_size: 2048 });
+    expect((await runCli(['pull', file, '--kind', 'embedding', '--id', 'bad', '--ctx-size', 'big'], { env })).code).toBe(2);
+    const catalogModel = await runCli(['pull', 'tiny-asr', '--ctx-size', '2048'], { env });
+    expect(catalogModel.code).toBe(2);
+    expect(catalogModel.stderr).toContain('--ctx-size apply only to your own files');
+    await runCli(['rm', 'sized'], { env });
   });
 
   it('pulls a URL as a user model', async () => {

@@ -29,5 +29,8 @@ describe('lserve CLI', () => {
     expect((await runCli(['serve', '--port', 'eighty'])).code).toBe(2);
     expect((await runCli(['serve', '--log-format', 'xml'])).code).toBe(2);
     expect((await runCli(['serve', '--max-memory', 'lots'])).code).toBe(2);
+    const ctx = await runCli(['serve', '--ctx-size', 'qwen=lots']);
+    expect(ctx.code).toBe(2);
+    expect(ctx.stderr).toContain('--ctx-size takes N or MODEL=N');
   });
 });

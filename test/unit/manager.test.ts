@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ModelManager, type ManagerOptions } from '../../src/core/manager.js';
 import type { Loader, LoadedModel } from '../../src/core/backend.js';
 import type { InstalledModel } from '../../src/core/store.js';
+import { InsufficientMemoryError, ModelLoadError } from '../../src/core/errors.js';
 
 /** A backend that records every load and dispose, with a controllable load delay. */
 class RecordingLoader implements Loader {
@@ -125,6 +126,39 @@ describe('ModelManager', () => {
     const lease = await m.acquire(model('a'));
     expect(loader.events).toEqual(['load a', 'load a']);
     lease.release();
+    await m.close();
+  });
+
+  it('maps a failed load, whatever the runtime, to model_load_failed naming the model and its file, logged once for all waiting requests', async () => {
+    const loader = new RecordingLoader();
+    loader.loadDelayMs = 20;
+    loader.failNext = true;
+    const logs: string[] = [];
+    const m = manager(loader, { log: (line) => logs.push(line) });
+    const broken = { ...model('a'), files: { model: '/nonexistent/a.onnx' } };
+    const results = await Promise.allSettled([m.acquire(broken), m.acquire(broken), m.acquire(broken)]);
+    for (const result of results) {
+      expect(result.status).toBe('rejected');
+      const error = (result as PromiseRejectedResult).reason as ModelLoadError;
+      expect(error).toBeInstanceOf(ModelLoadError);
+      expect(error).toMatchObject({ status: 500, code: 'model_load_failed' });
+      expect(error.message).toBe("Model 'a' could not be loaded: cannot load a. Its file /nonexistent/a.onnx is missing. Check the file, or register another.");
+    }
+    expect(logs.filter((line) => line.startsWith('failed to load a:'))).toHaveLength(1);
+    await m.close();
+  });
+
+  it('passes its memory budget to the loader and keeps typed load errors as they are', async () => {
+    const seen: number[] = [];
+    const typed = new InsufficientMemoryError('too big');
+    const m = new ModelManager({ keepAliveMs: 60_000, maxMemoryBytes: 1234, maxLoaded: 10, load: { threads: 0 } }, async () => ({
+      load: async (_model, options) => {
+        seen.push(options.memoryBudgetBytes!);
+        throw typed;
+      },
+    }));
+    await expect(m.acquire(model('a'))).rejects.toBe(typed);
+    expect(seen).toEqual([1234]);
     await m.close();
   });
 

@@ -14,10 +14,11 @@ import {
   type LLamaChatGenerateResponseOptions,
 } from 'node-llama-cpp';
 import type { Loader, LoadOptions } from '../../core/backend.js';
-import { InvalidRequestError, OverloadedError, ServerError, UnsupportedError } from '../../core/errors.js';
+import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
 import { getRuntime, loadGguf, runtimeBuild, threadsFor } from './runtime.js';
+import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from './context-plan.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
 import { PushQueue } from './chat-stream.js';
@@ -34,8 +35,6 @@ import { installDecodeGate, type DecodeGate } from './decode-gate.js';
  * free sequence that already holds most of its conversation, so the next
  * turn only evaluates what is new.
  */
-
-const DEFAULT_CONTEXT = 4096;
 
 interface Slot {
   /** The sequence's id in the context (0 … parallel − 1). */
@@ -287,20 +286,15 @@ export function pickSlot<S extends { index: number; held: readonly string[] }>(f
  * `-np`, the sequences therefore share a budget: the larger of the model's
  * context and CONTEXT_BUDGET tokens. Up to 4 sequences keep the default 4096
  * each; 8 get 2048, 16 get 1024; one sequence always gets the full requested
- * context. Never below MIN_SEQUENCE_CONTEXT (or the request, if smaller).
+ * context. Never below MIN_CONTEXT (or the request, if smaller).
  */
 export function sequenceContextSize(requested: number, parallel: number): number {
   const budget = Math.max(requested, CONTEXT_BUDGET);
   const share = Math.floor(budget / Math.max(1, parallel));
-  return Math.min(requested, Math.max(share, Math.min(requested, MIN_SEQUENCE_CONTEXT)));
+  return Math.min(requested, Math.max(share, Math.min(requested, MIN_CONTEXT)));
 }
 
 const CONTEXT_BUDGET = 16_384;
-const MIN_SEQUENCE_CONTEXT = 512;
-/** llama.cpp's default ubatch: tokens per decode across all sequences. */
-const BATCH_SIZE = 512;
-
-const GiB = 1024 ** 3;
 
 export const chatLoader: Loader<LlamaChatModel> = {
   async load(installed: InstalledModel, options: LoadOptions): Promise<LlamaChatModel> {
@@ -309,40 +303,52 @@ export const chatLoader: Loader<LlamaChatModel> = {
     const log = options.log ?? (() => {});
     const model = await loadGguf(file);
     const parallel = Math.max(1, options.parallel ?? 4);
-    const configured = installed.entry.defaults.context_size;
-    const requested = Math.min(model.trainContextSize, typeof configured === 'number' ? configured : DEFAULT_CONTEXT);
+    const asked = requestedContext(installed, options, 'chat');
+    const requested = Math.min(model.trainContextSize, asked.tokens);
     const perSequence = sequenceContextSize(requested, parallel);
-    const batchSize = Math.min(BATCH_SIZE, perSequence * parallel);
-    const estimate = await estimateContextBytes(model, perSequence, parallel, batchSize);
-    const plan = `${parallel} sequence${parallel === 1 ? '' : 's'} × ${perSequence} tokens, batch ${batchSize}${estimate === undefined ? '' : `, ≈${(estimate / GiB).toFixed(2)} GiB`}`;
-    const shared = perSequence < requested ? ` (context_size ${requested} shared by ${parallel} sequences)` : '';
-    log(`${installed.id}: creating context: ${plan}${shared}; llama.cpp binary: ${runtimeBuild()}`);
+    const shared = perSequence < requested ? `; ${requested} shared by ${parallel} sequences` : '';
+    const request = { ...asked, tokens: perSequence, source: `${asked.source}${shared}` };
+    let plan: ContextPlan;
+    try {
+      plan = await planContext({
+        id: installed.id,
+        request,
+        trainContextSize: model.trainContextSize,
+        maxContexts: 1,
+        sequences: parallel,
+        batchFor: (size) => Math.min(DEFAULT_BATCH, size * parallel),
+        estimate: (shape) => estimateContextBytes(model, shape),
+        budgetBytes: contextBudget(model, options),
+        weightBytes: model.size,
+      });
+    } catch (error) {
+      await model.dispose();
+      throw error;
+    }
+    log(`${describePlan(installed.id, plan, request)}; llama.cpp binary: ${runtimeBuild()}`);
     const started = Date.now();
     let context: LlamaContext;
     try {
       context = await model.createContext({
         sequences: parallel,
-        // Shrinks to what node-llama-cpp estimates memory allows (logged below
-        // when it does); fails with InsufficientMemoryError when even the
-        // minimum does not fit.
-        contextSize: { min: Math.min(MIN_SEQUENCE_CONTEXT, perSequence), max: perSequence },
-        batchSize,
+        // A default size may still shrink to what node-llama-cpp finds free
+        // in RAM right now (logged below); an explicit one is created as asked
+        // or fails with node-llama-cpp's InsufficientMemoryError.
+        contextSize: request.explicit ? plan.contextSize : { min: Math.min(MIN_CONTEXT, plan.contextSize), max: plan.contextSize },
+        batchSize: plan.batchSize,
         threads: threadsFor(options),
         // The default remedy retries a failed creation 16 times, each time
-        // allocating a multi-GiB cache 16% smaller, silently; the estimate
-        // above already chose a size that fits, so a failure is reported.
+        // allocating a multi-GiB cache 16% smaller, silently; the plan above
+        // already chose a size that fits, so a failure is reported.
         failedCreationRemedy: false,
       });
     } catch (error) {
       await model.dispose();
-      throw new ServerError(
-        `Cannot create a chat context for '${installed.id}' (${plan}): ${(error as Error).message}. ` +
-          'Lower --parallel or the model\'s context_size.',
-      );
+      throw error;
     }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
-    if (context.contextSize < perSequence) {
-      log(`${installed.id}: context shrunk to fit memory: ${context.contextSize} tokens per sequence instead of ${perSequence} (${seconds} s)`);
+    if (context.contextSize < plan.contextSize) {
+      log(`${installed.id}: context shrunk to fit free RAM: ${context.contextSize} tokens per sequence instead of ${plan.contextSize} (${seconds} s)`);
     } else {
       log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
     }
@@ -350,17 +356,7 @@ export const chatLoader: Loader<LlamaChatModel> = {
     const temperature = installed.entry.defaults.temperature;
     return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), installDecodeGate(context), {
       temperature: typeof temperature === 'number' ? temperature : undefined,
-      contextBytes: (estimate ?? 0) * (context.contextSize / perSequence),
+      contextBytes: plan.bytes * (context.contextSize / plan.contextSize),
     });
   },
 };
-
-/** node-llama-cpp's own estimate of a context's RAM + VRAM (a dry run in llama.cpp, milliseconds); undefined if it cannot tell. */
-async function estimateContextBytes(model: LlamaModel, contextSize: number, sequences: number, batchSize: number): Promise<number | undefined> {
-  try {
-    const r = await model.fileInsights.estimateContextResourceRequirementsV2({ contextSize, sequences, batchSize, modelGpuLayers: model.gpuLayers });
-    return r.cpuRam + r.gpuVram;
-  } catch {
-    return undefined;
-  }
-}

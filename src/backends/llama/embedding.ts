@@ -22,7 +22,7 @@ class LlamaEmbedder implements EmbeddingModel {
   readonly vocabularySize: number;
 
   constructor(private readonly pool: ContextPool<LlamaEmbeddingContext>) {
-    this.memoryBytes = pool.model.size;
+    this.memoryBytes = pool.memoryBytes;
     this.dimensions = pool.model.embeddingVectorSize;
     // The context refuses inputs of contextSize tokens or more.
     this.maxInputTokens = pool.contextSize - 1;
@@ -52,10 +52,7 @@ class LlamaEmbedder implements EmbeddingModel {
 
 export const embeddingLoader: Loader<EmbeddingModel> = {
   async load(installed, options) {
-    const pool = await loadContextPool(installed, options, (model, contextSize, threads) =>
-      // batchSize = contextSize: a non-causal model (BERT) must see a whole input in one batch.
-      model.createEmbeddingContext({ contextSize, batchSize: contextSize, threads }),
-    );
+    const pool = await loadContextPool(installed, options, 'embedding', (model, shape) => model.createEmbeddingContext(shape));
     return new LlamaEmbedder(pool);
   },
 };

@@ -2,6 +2,7 @@ import os from 'node:os';
 import type { LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/backend.js';
 import type { InstalledModel } from '../../core/store.js';
+import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, planContext, requestedContext } from './context-plan.js';
 import { loadGguf } from './runtime.js';
 
 /**
@@ -21,20 +22,19 @@ import { loadGguf } from './runtime.js';
  * with 1 thread, and 59 emb/s through 2 contexts with 1 thread each.
  */
 
-export interface ContextPlan {
-  /** Contexts to create. */
+export interface ThreadSplit {
+  /** Contexts to create, at most (fewer when memory is short: see context-plan.ts). */
   contexts: number;
-  /** Threads each context uses. */
-  threadsEach: number;
+  /** Threads the pool uses in all. */
+  threads: number;
 }
 
 /** At most this many contexts: each holds its own compute buffers (and a KV cache for causal models). */
 const MAX_CONTEXTS = 4;
 
-export function planContexts(options: LoadOptions): ContextPlan {
+export function splitThreads(options: LoadOptions): ThreadSplit {
   const threads = options.threads > 0 ? options.threads : os.availableParallelism();
-  const contexts = Math.max(1, Math.min(MAX_CONTEXTS, threads));
-  return { contexts, threadsEach: Math.max(1, Math.floor(threads / contexts)) };
+  return { contexts: Math.max(1, Math.min(MAX_CONTEXTS, threads)), threads };
 }
 
 /**
@@ -57,12 +57,6 @@ export async function mapOnWorkers<W, I, R>(workers: readonly W[], items: readon
   return results;
 }
 
-/** The context size to use: the catalog's default, never more than the model was trained on. */
-export function contextSizeFor(installed: InstalledModel, trainContextSize: number): number {
-  const configured = installed.entry.defaults.context_size;
-  return typeof configured === 'number' && configured > 0 ? Math.min(configured, trainContextSize) : trainContextSize;
-}
-
 /** One loaded model and its pool of contexts (embedding or ranking). */
 export class ContextPool<C extends { dispose(): Promise<void> }> {
   /** Rotates which context a request starts on, so small concurrent requests spread out. */
@@ -73,7 +67,14 @@ export class ContextPool<C extends { dispose(): Promise<void> }> {
     readonly contexts: readonly C[],
     /** Tokens each context holds. */
     readonly contextSize: number,
+    /** Estimated bytes of all contexts together (0 when unknown). */
+    readonly contextBytes: number,
   ) {}
+
+  /** Weights plus contexts, for the model manager's budget. */
+  get memoryBytes(): number {
+    return this.model.size + this.contextBytes;
+  }
 
   /** Runs `work` over `items` on all contexts at once; results in item order. */
   map<I, R>(items: readonly I[], signal: AbortSignal, work: (context: C, item: I) => Promise<R>): Promise<R[]> {
@@ -88,24 +89,56 @@ export class ContextPool<C extends { dispose(): Promise<void> }> {
   }
 }
 
+/** llama.cpp's `enum llama_pooling_type` LAST: the embedding is the final token's state. */
+const POOLING_LAST = 3;
+
 /**
- * Loads a GGUF and creates the planned contexts on it (see planContexts);
- * if any creation fails, what was created is disposed.
+ * Whether an input must be evaluated in one batch. llama.cpp pools over the
+ * tokens of one ubatch: a non-causal model (BERT) must see the whole input at
+ * once, and so must CLS/MEAN/RANK pooling; only a causal model with LAST
+ * pooling (Qwen3-Embedding) may take a long input in chunks, its KV cache
+ * carrying what came before.
+ */
+export function needsWholeInputInOneBatch(model: LlamaModel): boolean {
+  const meta = model.fileInfo.architectureMetadata as { pooling_type?: number; attention?: { causal?: boolean } };
+  const causal = meta.attention?.causal ?? true; // llama.cpp's default; BERT-family GGUFs declare false
+  return !(causal && meta.pooling_type === POOLING_LAST);
+}
+
+/**
+ * Loads a GGUF and creates a pool of embedding or ranking contexts on it,
+ * sized by planContext (context-plan.ts) and logged; if anything fails, what
+ * was created is disposed.
  */
 export async function loadContextPool<C extends { dispose(): Promise<void> }>(
   installed: InstalledModel,
   options: LoadOptions,
-  create: (model: LlamaModel, contextSize: number, threads: number) => Promise<C>,
+  kind: 'embedding' | 'rerank',
+  create: (model: LlamaModel, shape: { contextSize: number; batchSize: number; threads: number }) => Promise<C>,
 ): Promise<ContextPool<C>> {
   const model = await loadGguf(installed.files.model!);
-  const contextSize = contextSizeFor(installed, model.trainContextSize);
   const contexts: C[] = [];
   try {
-    const plan = planContexts(options);
-    for (let i = 0; i < plan.contexts; i++) contexts.push(await create(model, contextSize, plan.threadsEach));
-    return new ContextPool(model, contexts, contextSize);
+    const split = splitThreads(options);
+    const request = requestedContext(installed, options, kind);
+    const whole = needsWholeInputInOneBatch(model);
+    const plan = await planContext({
+      id: installed.id,
+      request,
+      trainContextSize: model.trainContextSize,
+      maxContexts: split.contexts,
+      sequences: 1,
+      batchFor: (size) => (whole ? size : Math.min(DEFAULT_BATCH, size)),
+      estimate: (shape) => estimateContextBytes(model, shape, true),
+      budgetBytes: contextBudget(model, options),
+      weightBytes: model.size,
+    });
+    options.log?.(describePlan(installed.id, plan, request));
+    const threads = Math.max(1, Math.floor(split.threads / plan.contexts));
+    for (let i = 0; i < plan.contexts; i++) contexts.push(await create(model, { contextSize: plan.contextSize, batchSize: plan.batchSize, threads }));
+    return new ContextPool(model, contexts, plan.contextSize, plan.bytes);
   } catch (error) {
-    await new ContextPool(model, contexts, contextSize).dispose();
+    await new ContextPool(model, contexts, 0, 0).dispose();
     throw error;
   }
 }

@@ -17,7 +17,7 @@ class LlamaReranker implements RankingModel {
   readonly maxInputTokens: number;
 
   constructor(private readonly pool: ContextPool<LlamaRankingContext>) {
-    this.memoryBytes = pool.model.size;
+    this.memoryBytes = pool.memoryBytes;
     // The context refuses pairs of contextSize tokens or more.
     this.maxInputTokens = pool.contextSize - 1;
   }
@@ -42,9 +42,7 @@ class LlamaReranker implements RankingModel {
 
 export const rankingLoader: Loader<RankingModel> = {
   async load(installed, options) {
-    const pool = await loadContextPool(installed, options, (model, contextSize, threads) =>
-      model.createRankingContext({ contextSize, batchSize: contextSize, threads }),
-    );
+    const pool = await loadContextPool(installed, options, 'rerank', (model, shape) => model.createRankingContext(shape));
     return new LlamaReranker(pool);
   },
 };

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import type { Llama, LlamaModel } from 'node-llama-cpp';
+import type { Llama, LlamaLogLevel as LlamaLogLevelValue, LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/backend.js';
 
 /**
@@ -52,12 +53,21 @@ export function nodeLlamaCppDir(): string {
 
 export function getRuntime(): Promise<Llama> {
   llama ??= (async () => {
-    const { getLlama, LlamaLogLevel } = await import('node-llama-cpp');
+    const { getLlama, Llama, LlamaLogLevel } = await import('node-llama-cpp');
     const choice = llamaBuildChoice();
     loadedBuild = choice;
     const common = {
       gpu: process.env.LSERVE_GPU === 'off' ? (false as const) : ('auto' as const),
       logLevel: process.env.LSERVE_LLAMA_LOG === 'debug' ? LlamaLogLevel.debug : LlamaLogLevel.error,
+      logger: (level: LlamaLogLevelValue, message: string) => {
+        // What llama.cpp says while a model loads becomes the load error's
+        // detail (logged once, by the model manager), not loose stderr lines.
+        if (loading.size > 0 && (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal)) {
+          for (const lines of loading) lines.push(message.trim());
+          return;
+        }
+        Llama.defaultConsoleLogger(level, message);
+      },
     };
     const runtime = choice === 'lastBuild' ? await getLlama('lastBuild', common) : await getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
     // node-llama-cpp's default thread budget is twice the math cores (4 on a
@@ -82,8 +92,31 @@ export function threadsFor(options: LoadOptions): number | undefined {
   return options.threads > 0 ? options.threads : undefined;
 }
 
-/** Loads a GGUF file through the shared runtime. */
+/** llama.cpp's error lines of each load in progress. */
+const loading = new Set<string[]>();
+
+/**
+ * Loads a GGUF file through the shared runtime. A failure carries llama.cpp's
+ * own reason ("tensor 'token_embd.weight' data is not within the file
+ * bounds, model is corrupted or incomplete") instead of node-llama-cpp's bare
+ * "Failed to load model".
+ */
 export async function loadGguf(file: string): Promise<LlamaModel> {
   const runtime = await getRuntime();
-  return runtime.loadModel({ modelPath: file });
+  const lines: string[] = [];
+  loading.add(lines);
+  try {
+    const model = await runtime.loadModel({ modelPath: file });
+    // Errors llama.cpp reported during a load that still succeeded are printed as usual.
+    for (const line of lines) console.warn(`[node-llama-cpp] ${line}`);
+    return model;
+  } catch (error) {
+    // llama.cpp's log lines reach JS through the event loop, possibly after the rejection.
+    await sleep(20);
+    const reason = lines.map((line) => /error loading model: (.*)/.exec(line)?.[1]).find(Boolean) ?? lines.at(-1);
+    if (reason && (error as Error).message === 'Failed to load model') throw new Error(reason.replace(/^llama_model_loader: /, ''), { cause: error });
+    throw error;
+  } finally {
+    loading.delete(lines);
+  }
 }

@@ -6,7 +6,7 @@ import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
 import type { Engine } from '../../core/engine.js';
 import { StoreError } from '../../core/errors.js';
 import { formatBytes } from '../../core/units.js';
-import { createEngine, globalOptions } from '../context.js';
+import { createEngine, globalOptions, positiveInt } from '../context.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { createPullProgress, formatDuration, progressMode } from '../views/pull-progress.js';
 
@@ -17,6 +17,7 @@ interface PullFlags {
   kind?: string;
   id?: string;
   backend?: string;
+  ctxSize?: string;
   quiet?: boolean;
 }
 
@@ -27,6 +28,7 @@ export function pullCommand(): Command {
     .option('--kind <kind>', `model kind, required for your own files and URLs (${MODEL_KINDS.join(', ')})`)
     .option('--id <id>', 'id for your own file or URL (default: derived from the file name)')
     .option('--backend <name>', 'runtime for your own file or URL (default: llama for .gguf, onnx otherwise)')
+    .option('--ctx-size <tokens>', 'context size for your own text model (default: 4096 chat, 8192 embedding/rerank, capped at its training context)')
     .option('--quiet', 'no progress output')
     .addHelpText(
       'after',
@@ -61,7 +63,9 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   const localPath = !isUrl && !entry ? localPathOf(target) : undefined;
 
   if (entry) {
-    if (flags.kind || flags.id || flags.backend) throw new CliError('--kind, --id and --backend apply only to your own files and URLs, not to catalog models', EXIT_USAGE);
+    if (flags.kind || flags.id || flags.backend || flags.ctxSize) {
+      throw new CliError('--kind, --id, --backend and --ctx-size apply only to your own files and URLs, not to catalog models', EXIT_USAGE);
+    }
     if (isBundled(entry)) {
       say(`${entry.id} is bundled with lserve: it is ready to use, there is nothing to pull.`);
       return;
@@ -72,9 +76,10 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     throw new CliError(`Unknown model '${target}'.${hint} Run \`lserve list --all\` to see the catalog, or pass a file path or URL with --kind.`, EXIT_USAGE);
   }
   const kind = entry ? undefined : requireKind(flags.kind, target);
+  const own = { kind: kind!, id: flags.id, backend: flags.backend, contextSize: flags.ctxSize === undefined ? undefined : positiveInt(flags.ctxSize, '--ctx-size') };
 
   if (localPath) {
-    const model = await engine.store.registerLocal(localPath, { kind: kind!, id: flags.id, backend: flags.backend }).catch(usageOnBadInput);
+    const model = await engine.store.registerLocal(localPath, own).catch(usageOnBadInput);
     say(`Registered ${model.id} (${model.entry.kind}, ${model.entry.backend}, ${formatBytes(model.sizeBytes)}): ${model.files.model}`);
     say('The file is used in place: keep it where it is.');
     return;
@@ -90,7 +95,7 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     const options = { onProgress: view.onEvent, signal: controller.signal };
     result = entry
       ? await pullModel(engine.store, entry.id, options)
-      : await pullUrl(engine.store, target, { kind: kind!, id: flags.id, backend: flags.backend }, options).catch(usageOnBadInput);
+      : await pullUrl(engine.store, target, own, options).catch(usageOnBadInput);
   } catch (error) {
     view.stop();
     if (controller.signal.aborted) {

@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { chatCompletionFrom } from '../../api/chat.js';
 import { chat, collectChat, type ChatMessage, type ChatRequest } from '../../core/tasks/chat.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
-import { createEngine, globalOptions, positiveInt, type EngineFlags } from '../context.js';
+import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
 
 interface RunFlags extends EngineFlags {
   system?: string;
@@ -44,6 +44,7 @@ export function runCommand(): Command {
     .option('--no-think', 'disable thinking')
     .option('--json', 'print the full chat.completion response')
     .option('--threads <n>', 'CPU threads (0 = runtime default)')
+    .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
     .addHelpText('after', '\nExamples:\n  $ lserve run qwen3-0.6b "Why is the sky blue?"\n  $ cat notes.txt | lserve run qwen3-0.6b "summarise"\n  $ lserve run qwen3-0.6b            # interactive chat')
     .action(async (model: string, prompt: string | undefined, flags: RunFlags, command: Command) => {
       const options = requestOptions(flags);

@@ -2,7 +2,7 @@ import { Command, Option } from 'commander';
 import { parseSize } from '../../core/units.js';
 import { parseAllowList } from '../../http/remote-input.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
-import { createEngine, globalOptions, positiveInt, type EngineFlags } from '../context.js';
+import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;
@@ -28,6 +28,7 @@ export function serveCommand(): Command {
     .option('--parallel <n>', 'concurrent requests per chat model', '4')
     .option('--max-queue <n>', 'requests that may wait for a busy model before 503', '64')
     .option('--threads <n>', 'CPU threads per model (0 = runtime default)')
+    .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
     .option('--max-body <size>', 'largest JSON request body', '64mb')
     .option('--max-upload <size>', 'largest uploaded file (multipart)', '256mb')
     .option('--allow-remote-input <list>', 'comma-separated directories, URL prefixes or hosts that image_url/audio may name (* = any); default: any while bound to loopback, none otherwise')

@@ -1,0 +1,171 @@
+import type { LlamaModel } from 'node-llama-cpp';
+import type { LoadOptions } from '../../core/backend.js';
+import { InsufficientMemoryError } from '../../core/errors.js';
+import type { InstalledModel } from '../../core/store.js';
+import { formatBytes } from '../../core/units.js';
+
+/**
+ * How big a llama.cpp context to create, for every llama kind (chat,
+ * embedding, rerank): from the context the model was trained on, what a
+ * token of it costs (KV cache + compute buffers, estimated by llama.cpp's own
+ * dry run), the memory budget and the number of contexts or sequences.
+ * Never blindly the training context: a GGUF declaring 40960 tokens
+ * (Qwen3-Embedding) would otherwise ask for gigabytes per context.
+ *
+ * A size the user asked for (`serve --ctx-size`, `pull FILE --ctx-size`) is
+ * honoured or refused with the numbers; a default shrinks to fit (halving,
+ * fewer pooled contexts first) and the loader logs what it chose.
+ */
+
+/** Tokens a context gets when nobody asked for a size (capped at the training context). */
+export const DEFAULT_CONTEXT: Record<'chat' | 'embedding' | 'rerank', number> = {
+  chat: 4096,
+  // Long enough for whole documents; a causal embedder's KV cache costs
+  // ~112 KiB a token at 0.6B size, so 8192 is ≈0.9 GiB per pooled context.
+  embedding: 8192,
+  rerank: 8192,
+};
+
+/** No default shrinks below this many tokens. */
+export const MIN_CONTEXT = 512;
+
+/** llama.cpp's default ubatch: tokens per decode when an input may span several. */
+export const DEFAULT_BATCH = 512;
+
+export interface ContextRequest {
+  /** Tokens per sequence. */
+  tokens: number;
+  /** Asked for by the user: honoured or refused, never shrunk. */
+  explicit: boolean;
+  /** Where the number came from, for logs and errors. */
+  source: string;
+}
+
+/**
+ * The context size asked for, by precedence: `serve --ctx-size ID=N`, then
+ * `serve --ctx-size N`, then the model's `defaults.context_size` (the catalog's,
+ * or the one given at `lserve pull FILE --ctx-size`), then the kind's default.
+ */
+export function requestedContext(installed: InstalledModel, options: LoadOptions, kind: keyof typeof DEFAULT_CONTEXT): ContextRequest {
+  const sizes = options.contextSizes;
+  const names = [installed.id, ...installed.entry.aliases];
+  const named = names.map((name) => sizes?.models[name]).find((n) => n !== undefined);
+  if (named !== undefined) return { tokens: named, explicit: true, source: `--ctx-size ${installed.id}=${named}` };
+  if (sizes?.all !== undefined) return { tokens: sizes.all, explicit: true, source: `--ctx-size ${sizes.all}` };
+  const configured = installed.entry.defaults.context_size;
+  if (typeof configured === 'number' && configured > 0) {
+    // A user's own file carries the size its owner gave at pull; the catalog's is a default.
+    const own = installed.entry.owned_by === 'user';
+    return { tokens: configured, explicit: own, source: own ? `context_size ${configured} (set at pull)` : `catalog context_size ${configured}` };
+  }
+  return { tokens: DEFAULT_CONTEXT[kind], explicit: false, source: `default ${DEFAULT_CONTEXT[kind]}` };
+}
+
+export interface PlanInput {
+  id: string;
+  request: ContextRequest;
+  trainContextSize: number;
+  /** Contexts wanted (a pool's size); fewer are used when memory is short. */
+  maxContexts: number;
+  /** Sequences per context (chat's parallel requests). */
+  sequences: number;
+  /** Batch for a context size: the whole context for models that must see an input in one batch. */
+  batchFor(contextSize: number): number;
+  /** Bytes one context of this shape needs; undefined when it cannot be told. */
+  estimate(shape: { contextSize: number; batchSize: number; sequences: number }): Promise<number | undefined>;
+  /** Bytes all contexts together may take. */
+  budgetBytes: number;
+  /** Memory the weights already take, for the error message. */
+  weightBytes: number;
+}
+
+export interface ContextPlan {
+  contexts: number;
+  sequences: number;
+  /** Tokens per sequence. */
+  contextSize: number;
+  batchSize: number;
+  /** Estimated bytes of all contexts together (0 when unknown). */
+  bytes: number;
+  budgetBytes: number;
+  /** Why the plan differs from what was asked, if it does. */
+  adjusted?: string;
+}
+
+/** Sizes to try, largest first: the request alone if explicit, else halvings down to MIN_CONTEXT. */
+function candidateSizes(request: ContextRequest, trainContextSize: number): number[] {
+  const first = Math.max(1, Math.min(request.tokens, trainContextSize));
+  if (request.explicit) return [first];
+  const sizes = [first];
+  for (let size = first; size > MIN_CONTEXT; ) {
+    size = Math.max(MIN_CONTEXT, Math.floor(size / 2));
+    sizes.push(size);
+  }
+  return sizes;
+}
+
+/**
+ * The largest context that fits the budget: a default size keeps its pool
+ * and halves, then gives up contexts; an explicit size only gives up
+ * contexts. Throws InsufficientMemoryError, with the numbers, when nothing fits.
+ */
+export async function planContext(input: PlanInput): Promise<ContextPlan> {
+  const { request, sequences } = input;
+  let smallest: { contexts: number; contextSize: number; batchSize: number; bytes: number } | undefined;
+  for (const contextSize of candidateSizes(request, input.trainContextSize)) {
+    const batchSize = input.batchFor(contextSize);
+    const each = await input.estimate({ contextSize, batchSize, sequences });
+    for (let contexts = input.maxContexts; contexts >= 1; contexts--) {
+      const bytes = (each ?? 0) * contexts;
+      smallest = { contexts, contextSize, batchSize, bytes };
+      if (each !== undefined && bytes > input.budgetBytes) continue;
+      const changes = [
+        contextSize < Math.min(request.tokens, input.trainContextSize) ? `context ${contextSize} instead of ${request.tokens}` : '',
+        contexts < input.maxContexts ? `${contexts} context${contexts === 1 ? '' : 's'} instead of ${input.maxContexts}` : '',
+      ].filter(Boolean);
+      return {
+        contexts,
+        sequences,
+        contextSize,
+        batchSize,
+        bytes,
+        budgetBytes: input.budgetBytes,
+        adjusted: changes.length ? `${changes.join(', ')} to fit the ${formatBytes(input.budgetBytes)} budget` : undefined,
+      };
+    }
+  }
+  const s = smallest!;
+  const shape = `${s.contexts > 1 ? `${s.contexts} contexts × ` : ''}${sequences > 1 ? `${sequences} sequences × ` : ''}${s.contextSize} tokens, batch ${s.batchSize}`;
+  throw new InsufficientMemoryError(
+    `Model '${input.id}' needs ≈${formatBytes(s.bytes)} of context memory (${shape}; ${request.source}) but only ${formatBytes(Math.max(0, input.budgetBytes))} ` +
+      `of the memory budget is left after its ${formatBytes(input.weightBytes)} of weights. ` +
+      `Set a smaller context with --ctx-size${sequences > 1 ? ' or fewer --parallel sequences' : ''}, or raise --max-memory.`,
+  );
+}
+
+/** The memory budget for a model's contexts: the configured budget less its weights. */
+export function contextBudget(model: LlamaModel, options: LoadOptions): number {
+  return (options.memoryBudgetBytes ?? Number.POSITIVE_INFINITY) - model.size;
+}
+
+/** node-llama-cpp's estimate of one context's RAM + VRAM (a llama.cpp dry run, milliseconds); undefined if it cannot tell. */
+export async function estimateContextBytes(
+  model: LlamaModel,
+  shape: { contextSize: number; batchSize: number; sequences: number },
+  isEmbeddingContext = false,
+): Promise<number | undefined> {
+  try {
+    const r = await model.fileInsights.estimateContextResourceRequirementsV2({ ...shape, modelGpuLayers: model.gpuLayers, isEmbeddingContext });
+    return r.cpuRam + r.gpuVram;
+  } catch {
+    return undefined;
+  }
+}
+
+/** One line for the load log: what was planned against what budget. */
+export function describePlan(id: string, plan: ContextPlan, request: ContextRequest): string {
+  const contexts = plan.contexts > 1 ? `${plan.contexts} contexts × ` : '';
+  const sequences = plan.sequences > 1 ? `${plan.sequences} sequences × ` : '';
+  const memory = plan.bytes > 0 ? `≈${formatBytes(plan.bytes)} of a ${formatBytes(plan.budgetBytes)} budget` : 'memory unknown';
+  return `${id}: context plan: ${contexts}${sequences}${plan.contextSize} tokens, batch ${plan.batchSize}, ${memory} (${request.source}${plan.adjusted ? `; ${plan.adjusted}` : ''})`;
+}

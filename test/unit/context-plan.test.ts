@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { planContext, requestedContext, type PlanInput } from '../../src/backends/llama/context-plan.js';
+import { parseContextSizes } from '../../src/cli/context.js';
+import { InsufficientMemoryError } from '../../src/core/errors.js';
+import type { InstalledModel } from '../../src/core/store.js';
+
+const MiB = 1024 ** 2;
+
+function installed(defaults: Record<string, unknown> = {}, ownedBy = 'user'): InstalledModel {
+  return {
+    id: 'qe',
+    sizeBytes: 1,
+    source: 'local',
+    files: {},
+    entry: { id: 'qe', kind: 'embedding', backend: 'llama', description: 'x', aliases: ['qe-alias'], owned_by: ownedBy, license: 'x', files: {}, defaults },
+  };
+}
+
+/** A model whose context costs 1 MiB per 1024 tokens (KV) plus 1 MiB per 512 batch tokens (compute). */
+function input(overrides: Partial<PlanInput>): PlanInput {
+  return {
+    id: 'qe',
+    request: { tokens: 8192, explicit: false, source: 'default 8192' },
+    trainContextSize: 40960,
+    maxContexts: 4,
+    sequences: 1,
+    batchFor: (size) => Math.min(512, size),
+    estimate: async ({ contextSize, batchSize, sequences }) => ((contextSize * sequences) / 1024) * MiB + (batchSize / 512) * MiB,
+    budgetBytes: 1024 * MiB,
+    weightBytes: 600 * MiB,
+    ...overrides,
+  };
+}
+
+describe('requestedContext', () => {
+  const options = (contextSizes?: { all?: number; models: Record<string, number> }) => ({ threads: 0, contextSizes });
+
+  it('takes the kind default when nothing is asked, never marked explicit', () => {
+    expect(requestedContext(installed(), options(), 'embedding')).toEqual({ tokens: 8192, explicit: false, source: 'default 8192' });
+    expect(requestedContext(installed(), options(), 'chat').tokens).toBe(4096);
+  });
+
+  it('a size set at pull on a user file is explicit; a catalog default is not', () => {
+    expect(requestedContext(installed({ context_size: 2048 }), options(), 'embedding')).toMatchObject({ tokens: 2048, explicit: true });
+    expect(requestedContext(installed({ context_size: 2048 }, 'Qwen'), options(), 'embedding')).toMatchObject({ tokens: 2048, explicit: false });
+  });
+
+  it('--ctx-size for one model (by id or alias) beats --ctx-size for all, which beats the model defaults', () => {
+    const m = installed({ context_size: 2048 });
+    expect(requestedContext(m, options({ all: 1024, models: {} }), 'embedding')).toMatchObject({ tokens: 1024, explicit: true });
+    expect(requestedContext(m, options({ all: 1024, models: { 'qe-alias': 512 } }), 'embedding')).toMatchObject({ tokens: 512, explicit: true, source: '--ctx-size qe=512' });
+    expect(requestedContext(m, options({ models: { other: 512 } }), 'embedding').tokens).toBe(2048);
+  });
+
+  it('parses the --ctx-size flag values and refuses malformed ones', () => {
+    expect(parseContextSizes(['8192', 'bge=512', 'qwen3-0.6b=2048'])).toEqual({ all: 8192, models: { bge: 512, 'qwen3-0.6b': 2048 } });
+    for (const bad of ['', 'x', '=12', 'a=b', '8', '1.5', 'a=-1']) expect(() => parseContextSizes([bad]), bad).toThrow(/--ctx-size/);
+  });
+});
+
+describe('planContext', () => {
+  it('keeps the asked size and the whole pool when they fit, and reports the bytes', async () => {
+    const plan = await planContext(input({}));
+    expect(plan).toMatchObject({ contexts: 4, contextSize: 8192, batchSize: 512, bytes: 4 * 9 * MiB, adjusted: undefined });
+  });
+
+  it('never asks for more than the training context', async () => {
+    expect((await planContext(input({ trainContextSize: 512 }))).contextSize).toBe(512);
+  });
+
+  it('a default gives up pooled contexts, then halves, until it fits the budget', async () => {
+    // 8192 tokens cost 9 MiB a context: 3 fit in 30 MiB.
+    expect(await planContext(input({ budgetBytes: 30 * MiB }))).toMatchObject({ contexts: 3, contextSize: 8192 });
+    // Not even one 8192 context (9 MiB) fits 6 MiB; 4096 tokens cost 5 MiB.
+    const plan = await planContext(input({ budgetBytes: 6 * MiB }));
+    expect(plan).toMatchObject({ contexts: 1, contextSize: 4096 });
+    expect(plan.bytes).toBeLessThanOrEqual(6 * MiB);
+    expect(plan.adjusted).toMatch(/context 4096 instead of 8192, 1 context instead of 4 to fit the 6\.0 MB budget/);
+  });
+
+  it('an explicit size is never shrunk: fewer contexts, or an error with the numbers', async () => {
+    const request = { tokens: 40960, explicit: true, source: '--ctx-size 40960' };
+    // 40960 tokens cost 41 MiB a context.
+    expect(await planContext(input({ request, budgetBytes: 100 * MiB }))).toMatchObject({ contexts: 2, contextSize: 40960 });
+    const refused = planContext(input({ request, budgetBytes: 40 * MiB }));
+    await expect(refused).rejects.toBeInstanceOf(InsufficientMemoryError);
+    await expect(refused).rejects.toMatchObject({
+      status: 507,
+      code: 'insufficient_memory',
+      message: "Model 'qe' needs ≈41.0 MB of context memory (40960 tokens, batch 512; --ctx-size 40960) but only 40.0 MB of the memory budget is left after its 600 MB of weights. Set a smaller context with --ctx-size, or raise --max-memory.",
+    });
+  });
+
+  it('a default that fits nowhere, even at the floor, is refused too', async () => {
+    await expect(planContext(input({ budgetBytes: 1 * MiB }))).rejects.toThrow(/needs ≈1\.5 MB of context memory \(512 tokens, batch 512; default 8192\)/);
+  });
+
+  it('chat sequences multiply the cost of one context and are named in the advice', async () => {
+    const chat = input({ maxContexts: 1, sequences: 4, request: { tokens: 4096, explicit: true, source: '--ctx-size 4096' }, budgetBytes: 10 * MiB });
+    await expect(planContext(chat)).rejects.toThrow(/4 sequences × 4096 tokens.*or fewer --parallel sequences/);
+  });
+
+  it('accepts a plan whose cost cannot be estimated', async () => {
+    expect(await planContext(input({ estimate: async () => undefined, budgetBytes: 0 }))).toMatchObject({ contexts: 4, contextSize: 8192, bytes: 0 });
+  });
+});

@@ -53,12 +53,8 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Oc
     });
   }
   const sessionOptions = { threads: options.threads };
-  const [det, rec, cls, dictText] = await Promise.all([
-    OnnxSession.create(detPath, sessionOptions),
-    OnnxSession.create(recPath, sessionOptions),
-    clsPath ? OnnxSession.create(clsPath, sessionOptions) : Promise.resolve(undefined),
-    readFile(dictPath, 'utf8'),
-  ]);
+  const dictText = await readFile(dictPath, 'utf8');
+  const { det, rec, cls } = await OnnxSession.createAll({ det: detPath, rec: recPath, cls: clsPath }, sessionOptions);
   const lastDim = rec.outputShape().at(-1);
   const charset = buildCharset(parseDictionary(dictText), typeof lastDim === 'number' ? lastDim : undefined, recPath);
   const sizes = await Promise.all([detPath, recPath, clsPath].filter((p): p is string => !!p).map((p) => stat(p).then((s) => s.size)));

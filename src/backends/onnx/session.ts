@@ -16,9 +16,42 @@ export interface OnnxSessionOptions {
   threads: number;
 }
 
+export type TensorType = 'float32' | 'float16' | 'int64' | 'int32' | 'bool' | 'uint8';
+
+/** The typed array each element type travels in (float16 as raw bits, bool as bytes). */
+export interface TensorData {
+  float32: Float32Array;
+  float16: Uint16Array;
+  int64: BigInt64Array;
+  int32: Int32Array;
+  bool: Uint8Array;
+  uint8: Uint8Array;
+}
+
+export interface Tensor<T extends TensorType = TensorType> {
+  type: T;
+  data: TensorData[T];
+  dims: readonly number[];
+}
+
+/** A float32 output. */
 export interface TensorOutput {
   data: Float32Array;
   dims: readonly number[];
+}
+
+/** An input: a tensor sent from here, or one a previous run kept in the worker. */
+export type Feed = Tensor | { kept: string };
+
+export interface RunOptions {
+  /** Outputs to send back. */
+  fetch: readonly string[];
+  /**
+   * Outputs to keep in the worker under a name, for a later run to feed back
+   * without crossing threads (a decoder's KV cache: present.* → past.*).
+   * Kept tensors with the same name are replaced.
+   */
+  keep?: Readonly<Record<string, string>>;
 }
 
 type Shape = ReadonlyArray<number | string | undefined>;
@@ -30,7 +63,17 @@ interface Described {
   outputShapes: Shape[];
 }
 
-type Reply = ({ ok: true } & Partial<Described> & { buffer?: ArrayBuffer; byteOffset?: number; length?: number; dims?: number[]; type?: string }) | { ok: false; error: string };
+interface WireTensor {
+  type: TensorType;
+  buffer: ArrayBuffer;
+  byteOffset: number;
+  length: number;
+  dims: number[];
+}
+
+type Reply = ({ ok: true } & Partial<Described> & { outputs?: Record<string, WireTensor> }) | { ok: false; error: string };
+
+const VIEWS = { float32: Float32Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array, bool: Uint8Array, uint8: Uint8Array } as const;
 
 /**
  * Worker body, kept as a CommonJS string so it runs the same from dist/ and
@@ -41,7 +84,10 @@ const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const ort = require(workerData.ort);
 let session;
+const kept = new Map();
 const shapes = (meta) => meta.map((m) => (m && m.isTensor ? Array.from(m.shape) : []));
+const VIEWS = { float32: Float32Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array, bool: Uint8Array, uint8: Uint8Array };
+const toTensor = (t) => new ort.Tensor(t.type, new VIEWS[t.type](t.buffer, t.byteOffset, t.length), t.dims);
 parentPort.on('message', async (msg) => {
   try {
     if (msg.type === 'create') {
@@ -49,12 +95,30 @@ parentPort.on('message', async (msg) => {
       parentPort.postMessage({ id: msg.id, ok: true, inputNames: [...session.inputNames], outputNames: [...session.outputNames],
         inputShapes: shapes(session.inputMetadata), outputShapes: shapes(session.outputMetadata) });
     } else if (msg.type === 'run') {
-      const input = new Float32Array(msg.buffer, msg.byteOffset, msg.length);
-      const results = await session.run({ [msg.input]: new ort.Tensor('float32', input, msg.dims) });
-      const out = results[msg.output];
-      const data = out.data;
-      parentPort.postMessage({ id: msg.id, ok: true, type: out.type, buffer: data.buffer, byteOffset: data.byteOffset, length: data.length, dims: Array.from(out.dims) }, [data.buffer]);
+      const feeds = {};
+      for (const [name, feed] of Object.entries(msg.feeds)) {
+        if (feed.kept === undefined) feeds[name] = toTensor(feed);
+        else if (kept.has(feed.kept)) feeds[name] = kept.get(feed.kept);
+        else throw new Error('no kept tensor named ' + feed.kept);
+      }
+      const results = await session.run(feeds);
+      for (const [output, name] of Object.entries(msg.keep)) kept.set(name, results[output]);
+      const outputs = {};
+      const transfer = [];
+      for (const name of msg.fetch) {
+        const out = results[name];
+        if (!out) throw new Error('the model has no output named ' + name);
+        // A kept output may be fed again: send a copy, keep the original.
+        const data = msg.keep[name] === undefined ? out.data : out.data.slice();
+        outputs[name] = { type: out.type, buffer: data.buffer, byteOffset: data.byteOffset, length: data.length, dims: Array.from(out.dims) };
+        if (!transfer.includes(data.buffer)) transfer.push(data.buffer);
+      }
+      parentPort.postMessage({ id: msg.id, ok: true, outputs }, transfer);
+    } else if (msg.type === 'drop') {
+      kept.clear();
+      parentPort.postMessage({ id: msg.id, ok: true });
     } else if (msg.type === 'release') {
+      kept.clear();
       await session.release();
       parentPort.postMessage({ id: msg.id, ok: true });
     }
@@ -65,6 +129,9 @@ parentPort.on('message', async (msg) => {
 `;
 
 const ORT_PATH = createRequire(import.meta.url).resolve('onnxruntime-node');
+
+/** One session per path; a path that may be undefined may give none. */
+type Sessions<P> = { [K in keyof P]: undefined extends P[K] ? OnnxSession | undefined : OnnxSession };
 
 export class OnnxSession {
   private queue: Promise<unknown> = Promise.resolve();
@@ -107,6 +174,22 @@ export class OnnxSession {
     return session;
   }
 
+  /**
+   * Creates one session per path, all at once; if any fails, the ones that
+   * were created are released (no worker thread left behind) and the first
+   * failure is thrown.
+   */
+  static async createAll<P extends Record<string, string | undefined>>(paths: P, options: OnnxSessionOptions): Promise<Sessions<P>> {
+    const entries = Object.entries(paths).filter((e): e is [string, string] => e[1] !== undefined);
+    const settled = await Promise.allSettled(entries.map(([, path]) => OnnxSession.create(path, options)));
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      await Promise.all(settled.map((r) => (r.status === 'fulfilled' ? r.value.release() : undefined)));
+      throw failed.reason;
+    }
+    return Object.fromEntries(entries.map(([key], i) => [key, (settled[i] as PromiseFulfilledResult<OnnxSession>).value])) as Sessions<P>;
+  }
+
   get inputName(): string {
     return this.described.inputNames[0]!;
   }
@@ -124,22 +207,61 @@ export class OnnxSession {
     return this.described.outputShapes[0] ?? [];
   }
 
+  /** Names of the model's inputs and outputs, in graph order. */
+  get inputNames(): readonly string[] {
+    return this.described.inputNames;
+  }
+
+  get outputNames(): readonly string[] {
+    return this.described.outputNames;
+  }
+
   /**
    * Runs the model on one float32 input and returns its first output. Runs
    * are serialised per session. `input`'s buffer is transferred to the
    * worker: the caller must not use it afterwards.
    */
-  run(input: Float32Array, dims: readonly number[]): Promise<TensorOutput> {
+  async run(input: Float32Array, dims: readonly number[]): Promise<TensorOutput> {
+    const outputs = await this.runWith({ [this.inputName]: { type: 'float32', data: input, dims } }, { fetch: [this.outputName] });
+    const out = outputs[this.outputName]!;
+    if (out.type !== 'float32') throw new Error(`${this.path}: expected a float32 output, got ${out.type}`);
+    return { data: out.data as Float32Array, dims: out.dims };
+  }
+
+  /**
+   * Runs the model on named inputs and returns the outputs asked for. Runs
+   * are serialised per session. Every sent tensor's buffer is transferred to
+   * the worker: the caller must not use it afterwards.
+   */
+  runWith(feeds: Readonly<Record<string, Feed>>, options: RunOptions): Promise<Record<string, Tensor>> {
+    const wire: Record<string, WireTensor | { kept: string }> = {};
+    const transfer: ArrayBuffer[] = [];
+    for (const [name, feed] of Object.entries(feeds)) {
+      if ('kept' in feed) {
+        wire[name] = feed;
+        continue;
+      }
+      const { buffer, byteOffset, length } = feed.data;
+      wire[name] = { type: feed.type, buffer: buffer as ArrayBuffer, byteOffset, length, dims: [...feed.dims] };
+      if (!transfer.includes(buffer as ArrayBuffer)) transfer.push(buffer as ArrayBuffer);
+    }
     const next = this.queue.then(async () => {
-      const reply = await this.call(
-        { type: 'run', input: this.inputName, output: this.outputName, buffer: input.buffer, byteOffset: input.byteOffset, length: input.length, dims: [...dims] },
-        [input.buffer as ArrayBuffer],
-      );
-      if (reply.type !== 'float32' || !reply.buffer) throw new Error(`${this.path}: expected a float32 output, got ${reply.type}`);
-      return { data: new Float32Array(reply.buffer, reply.byteOffset, reply.length), dims: reply.dims ?? [] };
+      const reply = await this.call({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep } }, transfer);
+      const outputs: Record<string, Tensor> = {};
+      for (const [name, t] of Object.entries(reply.outputs ?? {})) {
+        outputs[name] = { type: t.type, data: new VIEWS[t.type](t.buffer, t.byteOffset, t.length), dims: t.dims } as Tensor;
+      }
+      return outputs;
     });
     this.queue = next.catch(() => undefined);
     return next;
+  }
+
+  /** Forgets every tensor kept in the worker (the end of one decode). */
+  async dropKept(): Promise<void> {
+    const next = this.queue.then(() => this.call({ type: 'drop' }));
+    this.queue = next.catch(() => undefined);
+    await next;
   }
 
   async release(): Promise<void> {

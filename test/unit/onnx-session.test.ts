@@ -57,7 +57,7 @@ describe('OnnxSession.runWith', () => {
           use_cache: { type: 'bool', data: Uint8Array.of(0), dims: [1] },
           past: { type: 'float32', data: new Float32Array(0), dims: [1, 0] },
         },
-        { fetch: ['present', 'total', 'flag'], keep: { present: 'cache' } },
+        { fetch: ['present', 'total', 'flag'], keep: { present: 'cache' }, keepInputs: { use_cache: 'flag-input' } },
       );
       expect(Array.from(first.present!.data as Float32Array)).toEqual([1.5, 3.5]);
       expect(first.present!.dims).toEqual([1, 2]);
@@ -69,12 +69,14 @@ describe('OnnxSession.runWith', () => {
         {
           x: { type: 'float32', data: Float32Array.of(10), dims: [1, 1] },
           ids: { type: 'int64', data: BigInt64Array.of(0n), dims: [1, 1] },
-          use_cache: { type: 'bool', data: Uint8Array.of(1), dims: [1] },
+          use_cache: { kept: 'flag-input' },
           past: { kept: 'cache' },
         },
-        { fetch: ['total'], keep: { present: 'cache' } },
+        { fetch: ['total', 'flag'], keep: { present: 'cache' } },
       );
       expect((second.total!.data as Float32Array)[0]).toBe(15);
+      // The kept input was the first run's use_cache (false).
+      expect(second.flag!.data).toEqual(Uint8Array.of(1));
       const third = await session.runWith(
         { x: { type: 'float32', data: Float32Array.of(1), dims: [1, 1] }, ids: { type: 'int64', data: BigInt64Array.of(0n), dims: [1, 1] }, use_cache: { type: 'bool', data: Uint8Array.of(1), dims: [1] }, past: { kept: 'cache' } },
         { fetch: ['present'] },

@@ -52,6 +52,8 @@ export interface RunOptions {
    * Kept tensors with the same name are replaced.
    */
   keep?: Readonly<Record<string, string>>;
+  /** Inputs to keep likewise (a decoder's encoder states, sent once per window). */
+  keepInputs?: Readonly<Record<string, string>>;
 }
 
 type Shape = ReadonlyArray<number | string | undefined>;
@@ -103,6 +105,7 @@ parentPort.on('message', async (msg) => {
       }
       const results = await session.run(feeds);
       for (const [output, name] of Object.entries(msg.keep)) kept.set(name, results[output]);
+      for (const [input, name] of Object.entries(msg.keepInputs)) kept.set(name, feeds[input]);
       const outputs = {};
       const transfer = [];
       for (const name of msg.fetch) {
@@ -115,7 +118,7 @@ parentPort.on('message', async (msg) => {
       }
       parentPort.postMessage({ id: msg.id, ok: true, outputs }, transfer);
     } else if (msg.type === 'drop') {
-      kept.clear();
+      for (const name of [...kept.keys()]) if (name.startsWith(msg.prefix)) kept.delete(name);
       parentPort.postMessage({ id: msg.id, ok: true });
     } else if (msg.type === 'release') {
       kept.clear();
@@ -246,7 +249,7 @@ export class OnnxSession {
       if (!transfer.includes(buffer as ArrayBuffer)) transfer.push(buffer as ArrayBuffer);
     }
     const next = this.queue.then(async () => {
-      const reply = await this.call({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep } }, transfer);
+      const reply = await this.call({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep }, keepInputs: { ...options.keepInputs } }, transfer);
       const outputs: Record<string, Tensor> = {};
       for (const [name, t] of Object.entries(reply.outputs ?? {})) {
         outputs[name] = { type: t.type, data: new VIEWS[t.type](t.buffer, t.byteOffset, t.length), dims: t.dims } as Tensor;
@@ -257,9 +260,9 @@ export class OnnxSession {
     return next;
   }
 
-  /** Forgets every tensor kept in the worker (the end of one decode). */
-  async dropKept(): Promise<void> {
-    const next = this.queue.then(() => this.call({ type: 'drop' }));
+  /** Forgets the tensors kept in the worker whose names start with `prefix` (the end of one decode), or all of them. */
+  async dropKept(prefix = ''): Promise<void> {
+    const next = this.queue.then(() => this.call({ type: 'drop', prefix }));
     this.queue = next.catch(() => undefined);
     await next;
   }

@@ -79,9 +79,11 @@ describe('OnnxSession.runWith', () => {
       expect(second.flag!.data).toEqual(Uint8Array.of(1));
       const third = await session.runWith(
         { x: { type: 'float32', data: Float32Array.of(1), dims: [1, 1] }, ids: { type: 'int64', data: BigInt64Array.of(0n), dims: [1, 1] }, use_cache: { type: 'bool', data: Uint8Array.of(1), dims: [1] }, past: { kept: 'cache' } },
-        { fetch: ['present'] },
+        { fetch: ['present'], rows: { present: [3, 0] } },
       );
-      expect(Array.from(third.present!.data as Float32Array)).toEqual([1.5, 3.5, 10, 1]);
+      // Only the rows asked for, in that order: [1, 4] → [1, 2].
+      expect(Array.from(third.present!.data as Float32Array)).toEqual([1, 1.5]);
+      expect(third.present!.dims).toEqual([1, 2]);
 
       await session.dropKept();
       await expect(

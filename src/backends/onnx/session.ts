@@ -54,6 +54,12 @@ export interface RunOptions {
   keep?: Readonly<Record<string, string>>;
   /** Inputs to keep likewise (a decoder's encoder states, sent once per window). */
   keepInputs?: Readonly<Record<string, string>>;
+  /**
+   * Positions to send back of a fetched `[1, sequence, …]` output (batch 1), by
+   * output name (a decoder's logits: only the rows it samples from, not
+   * sequence × vocabulary floats).
+   */
+  rows?: Readonly<Record<string, readonly number[]>>;
 }
 
 type Shape = ReadonlyArray<number | string | undefined>;
@@ -111,9 +117,19 @@ parentPort.on('message', async (msg) => {
       for (const name of msg.fetch) {
         const out = results[name];
         if (!out) throw new Error('the model has no output named ' + name);
-        // A kept output may be fed again: send a copy, keep the original.
-        const data = msg.keep[name] === undefined ? out.data : out.data.slice();
-        outputs[name] = { type: out.type, buffer: data.buffer, byteOffset: data.byteOffset, length: data.length, dims: Array.from(out.dims) };
+        const dims = Array.from(out.dims);
+        let data;
+        const rows = msg.rows[name];
+        if (rows) {
+          const size = dims.slice(2).reduce((a, b) => a * b, 1);
+          data = new VIEWS[out.type](rows.length * size);
+          rows.forEach((row, i) => data.set(out.data.subarray(row * size, (row + 1) * size), i * size));
+          dims[1] = rows.length;
+        } else {
+          // A kept output may be fed again: send a copy, keep the original.
+          data = msg.keep[name] === undefined ? out.data : out.data.slice();
+        }
+        outputs[name] = { type: out.type, buffer: data.buffer, byteOffset: data.byteOffset, length: data.length, dims };
         if (!transfer.includes(data.buffer)) transfer.push(data.buffer);
       }
       parentPort.postMessage({ id: msg.id, ok: true, outputs }, transfer);
@@ -249,7 +265,7 @@ export class OnnxSession {
       if (!transfer.includes(buffer as ArrayBuffer)) transfer.push(buffer as ArrayBuffer);
     }
     const next = this.queue.then(async () => {
-      const reply = await this.call({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep }, keepInputs: { ...options.keepInputs } }, transfer);
+      const reply = await this.call({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep }, keepInputs: { ...options.keepInputs }, rows: { ...options.rows } }, transfer);
       const outputs: Record<string, Tensor> = {};
       for (const [name, t] of Object.entries(reply.outputs ?? {})) {
         outputs[name] = { type: t.type, data: new VIEWS[t.type](t.buffer, t.byteOffset, t.length), dims: t.dims } as Tensor;

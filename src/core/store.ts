@@ -1,6 +1,6 @@
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync, statSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import os from 'node:os';
 import { z } from 'zod';
@@ -171,7 +171,16 @@ export class ModelStore {
    * or a URL); it is stored in the model's manifest. Ids of catalog models are
    * refused so a user's file never shadows a catalog model.
    */
-  userEntry(options: UserModelOptions & { id: string; description: string; file: FileSpec }): CatalogEntry {
+  userEntry(
+    options: UserModelOptions & {
+      id: string;
+      description: string;
+      file: FileSpec;
+      /** Every file by role, for a multi-file model (a directory); `file` is then the first. */
+      files?: Record<string, FileSpec>;
+      defaults?: Record<string, unknown>;
+    },
+  ): CatalogEntry {
     if (!MODEL_KINDS.includes(options.kind)) throw new StoreError(`Unknown kind '${options.kind}' (use one of ${MODEL_KINDS.join(', ')})`, 'invalid_kind');
     this.modelDir(options.id);
     const taken = this.catalog.get(options.id);
@@ -185,9 +194,75 @@ export class ModelStore {
       aliases: [],
       owned_by: 'user',
       license: 'unknown',
-      files: { model: options.file },
-      defaults: options.contextSize === undefined ? {} : { context_size: options.contextSize },
+      files: options.files ?? { model: options.file },
+      defaults: { ...options.defaults, ...(options.contextSize === undefined ? {} : { context_size: options.contextSize }) },
     };
+  }
+
+  /**
+   * Registers a model directory in place (`lserve pull ./whisper-base --kind asr
+   * --id my-whisper`): an export cloned from a hub, laid out as the catalog's
+   * entries of that kind are. Each catalog entry of the kind (and backend, when
+   * given) whose files are repo paths is a candidate layout; the first whose
+   * every file exists in the directory wins, and its roles map to those files.
+   * The entry's backend and defaults carry over, so the model loads exactly as
+   * the catalog model would. Files are referenced, not copied; a file that
+   * resolves outside the directory (`..` in a path, a symlink pointing out) is
+   * refused.
+   */
+  async registerDirectory(dir: string, options: UserModelOptions): Promise<{ model: InstalledModel; layout: CatalogEntry }> {
+    const absolute = path.resolve(dir);
+    let root: string;
+    try {
+      if (!(await stat(absolute)).isDirectory()) throw new StoreError(`Not a directory: ${absolute}`, 'not_a_directory');
+      root = await realpath(absolute);
+    } catch (error) {
+      if (error instanceof StoreError) throw error;
+      throw new StoreError(`No such directory: ${absolute}`, 'file_not_found');
+    }
+    if (!MODEL_KINDS.includes(options.kind)) throw new StoreError(`Unknown kind '${options.kind}' (use one of ${MODEL_KINDS.join(', ')})`, 'invalid_kind');
+    if (options.contextSize !== undefined) {
+      throw new StoreError('--ctx-size applies to a single-file (GGUF) text model, not to a model directory', 'invalid_option');
+    }
+    const layouts = directoryLayouts(this.catalog, options.kind, options.backend);
+    if (!layouts.length) {
+      const what = `${options.kind}${options.backend ? ` (backend ${options.backend})` : ''}`;
+      throw new StoreError(
+        `No catalog model of kind ${what} is a multi-file export, so lserve knows no directory layout for it; register the model file itself (e.g. a .gguf) instead`,
+        'no_layout',
+      );
+    }
+    let closest: { layout: CatalogEntry; missing: string[] } | undefined;
+    for (const layout of layouts) {
+      const found = await matchLayout(absolute, root, layout);
+      if ('files' in found) {
+        const files: Record<string, FileSpec> = {};
+        const manifestFiles: Manifest['files'] = {};
+        for (const [role, file] of Object.entries(found.files)) {
+          files[role] = { url: pathToFileURL(file.path).href, path: layout.files[role]!.path! };
+          manifestFiles[role] = { name: path.basename(file.path), size: file.size, path: file.path };
+        }
+        const first = Object.values(files)[0]!;
+        const entry = this.userEntry({
+          ...options,
+          backend: layout.backend,
+          id: options.id ?? idFromFileName(absolute),
+          description: `Local directory ${absolute} (${layout.id} layout)`,
+          file: first,
+          files,
+          defaults: layout.defaults,
+        });
+        await this.writeManifest(entry.id, { id: entry.id, source: 'local', installedAt: new Date().toISOString(), entry, files: manifestFiles });
+        return { model: (await this.readInstalled(entry.id))!, layout };
+      }
+      if (!closest || found.missing.length < closest.missing.length) closest = { layout, missing: found.missing };
+    }
+    const tried = layouts.map((l) => l.id).join(', ');
+    throw new StoreError(
+      `${absolute} does not have the layout of any ${options.kind} model in the catalog (tried ${tried}). ` +
+        `Closest: ${closest!.layout.id}${repoOf(closest!.layout)}, which needs ${closest!.missing.join(', ')} (missing)`,
+      'layout_mismatch',
+    );
   }
 
   /** Bytes of an unfinished download of `id` in the staging directory (0 when there is none). */
@@ -227,6 +302,79 @@ export class ModelStore {
     await rm(partial, { recursive: true, force: true });
     return existed;
   }
+}
+
+/**
+ * Catalog entries whose layout a model directory can have: the kind's
+ * multi-file entries (of `backend`, when given) whose files are all repo
+ * paths, ONNX exports first. Single-file models (a GGUF) register as files.
+ */
+export function directoryLayouts(catalog: Catalog, kind: ModelKind, backend?: string): CatalogEntry[] {
+  const layouts = catalog.entries.filter((e) => {
+    const files = Object.values(e.files);
+    return e.kind === kind && (backend === undefined || e.backend === backend) && files.length > 1 && files.every((f) => f.repo !== undefined && f.path !== undefined);
+  });
+  return [...layouts.filter((e) => e.backend === 'onnx'), ...layouts.filter((e) => e.backend !== 'onnx')];
+}
+
+function repoOf(entry: CatalogEntry): string {
+  const repos = [...new Set(Object.values(entry.files).map((f) => f.repo).filter(Boolean))];
+  return repos.length ? ` (${repos.join(', ')})` : '';
+}
+
+/**
+ * Looks for `layout`'s files in `dir` (`root` is its real path): every role's
+ * repo path as a regular file inside the directory, or the paths that are
+ * missing. A path that leaves the directory, itself or through a symlink, is
+ * an error rather than a mismatch: it is never registered.
+ */
+async function matchLayout(
+  dir: string,
+  root: string,
+  layout: CatalogEntry,
+): Promise<{ files: Record<string, { path: string; size: number }> } | { missing: string[] }> {
+  const files: Record<string, { path: string; size: number }> = {};
+  const missing: string[] = [];
+  for (const [role, spec] of Object.entries(layout.files)) {
+    const relative = spec.path!;
+    const candidate = path.resolve(dir, relative);
+    if (path.isAbsolute(relative) || !isInside(path.resolve(dir), candidate)) {
+      throw new StoreError(`${layout.id}'s file '${relative}' lies outside the directory; refusing to register it`, 'path_outside');
+    }
+    try {
+      await lstat(candidate);
+    } catch {
+      missing.push(relative);
+      continue;
+    }
+    let real: string;
+    try {
+      real = await realpath(candidate);
+    } catch {
+      // A dangling symlink: there is no file to use.
+      missing.push(relative);
+      continue;
+    }
+    if (!isInside(root, real)) {
+      throw new StoreError(
+        `${path.join(dir, relative)} resolves to ${real}, outside the directory; refusing to register a file outside it ` +
+          '(copy the files into the directory, e.g. download with --local-dir instead of into a cache of symlinks)',
+        'path_outside',
+      );
+    }
+    const info = await stat(real);
+    if (!info.isFile()) {
+      missing.push(relative);
+      continue;
+    }
+    files[role] = { path: real, size: info.size };
+  }
+  return missing.length ? { missing } : { files };
+}
+
+function isInside(dir: string, file: string): boolean {
+  const relative = path.relative(dir, file);
+  return relative !== '' && relative !== '..' && !relative.startsWith(`..${path.sep}`) && !path.isAbsolute(relative);
 }
 
 /**

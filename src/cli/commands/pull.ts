@@ -1,6 +1,7 @@
 import { Command } from 'commander';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import path from 'node:path';
 import { MODEL_KINDS, isBundled, type ModelKind } from '../../core/catalog.js';
 import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
 import type { Engine } from '../../core/engine.js';
@@ -23,22 +24,26 @@ interface PullFlags {
 
 export function pullCommand(): Command {
   return new Command('pull')
-    .description('Download a model from the catalog, or register your own file or URL.')
-    .argument('<model>', 'catalog id or alias, a local .gguf/.onnx path, or an http(s) URL')
-    .option('--kind <kind>', `model kind, required for your own files and URLs (${MODEL_KINDS.join(', ')})`)
-    .option('--id <id>', 'id for your own file or URL (default: derived from the file name)')
-    .option('--backend <name>', 'runtime for your own file or URL (default: llama for .gguf, onnx otherwise)')
-    .option('--ctx-size <tokens>', 'context size for your own text model (default: 4096 chat, 8192 embedding/rerank, capped at its training context)')
+    .description('Download a model from the catalog, or register your own file, directory or URL.')
+    .argument('<model>', 'catalog id or alias, a local .gguf/.onnx file, a model directory, or an http(s) URL')
+    .option('--kind <kind>', `model kind, required for your own files, directories and URLs (${MODEL_KINDS.join(', ')})`)
+    .option('--id <id>', 'id for your own file, directory or URL (default: derived from its name)')
+    .option('--backend <name>', 'runtime for your own file or URL (default: llama for .gguf, onnx otherwise); for a directory, only layouts of that backend are tried')
+    .option('--ctx-size <tokens>', 'context size for your own single-file text model (default: 4096 chat, 8192 embedding/rerank, capped at its training context)')
     .option('--quiet', 'no progress output')
     .addHelpText(
       'after',
       [
         '',
         'Downloads go to $LSERVE_HOME/models/<id>/ (default ~/.lserve). An interrupted pull resumes when run again.',
+        'Your own files and directories are registered in place, not copied. A directory must have the layout of',
+        "a catalog model of that kind (e.g. a clone of onnx-community/whisper-base for --kind asr): its files at the",
+        "catalog entry's paths, e.g. onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx, tokenizer.json, ….",
         '',
         'Examples:',
         '  $ lserve pull qwen3-0.6b',
         '  $ lserve pull ./my-model.gguf --kind chat',
+        '  $ lserve pull ./whisper-base --kind asr --id my-whisper',
         '  $ lserve pull https://example.com/models/tiny.gguf --kind chat --id tiny',
         '  $ HF_ENDPOINT=https://hf-mirror.example lserve pull whisper-base',
       ].join('\n'),
@@ -76,7 +81,21 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     throw new CliError(`Unknown model '${target}'.${hint} Run \`lserve list --all\` to see the catalog, or pass a file path or URL with --kind.`, EXIT_USAGE);
   }
   const kind = entry ? undefined : requireKind(flags.kind, target);
+  const directory = localPath !== undefined && isDirectory(localPath);
+  if (directory && flags.ctxSize !== undefined) {
+    throw new CliError('--ctx-size applies to a single-file (GGUF) text model, not to a model directory', EXIT_USAGE);
+  }
   const own = { kind: kind!, id: flags.id, backend: flags.backend, contextSize: flags.ctxSize === undefined ? undefined : positiveInt(flags.ctxSize, '--ctx-size') };
+
+  if (localPath && directory) {
+    const { model, layout } = await engine.store.registerDirectory(localPath, own).catch(usageOnBadInput);
+    say(`Registered ${model.id} (${model.entry.kind}, ${model.entry.backend}, ${formatBytes(model.sizeBytes)}): ${path.resolve(localPath)}`);
+    say(`Layout: ${layout.id}${layoutRepo(layout.files)}`);
+    const width = Math.max(...Object.keys(model.entry.files).map((r) => r.length));
+    for (const [role, spec] of Object.entries(model.entry.files)) say(`  ${role.padEnd(width)}  ${spec.path ?? model.files[role]}`);
+    say('The files are used in place: keep the directory where it is.');
+    return;
+  }
 
   if (localPath) {
     const model = await engine.store.registerLocal(localPath, own).catch(usageOnBadInput);
@@ -125,6 +144,19 @@ function localPathOf(target: string): string | undefined {
   return undefined;
 }
 
+function isDirectory(file: string): boolean {
+  try {
+    return statSync(file).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function layoutRepo(files: Record<string, { repo?: string }>): string {
+  const repos = [...new Set(Object.values(files).map((f) => f.repo).filter(Boolean))];
+  return repos.length ? ` (as in ${repos.join(', ')})` : '';
+}
+
 function requireKind(kind: string | undefined, target: string): ModelKind {
   if (!kind) {
     throw new CliError(`--kind is required for your own files and URLs, e.g. \`lserve pull ${target} --kind chat\` (one of ${MODEL_KINDS.join(', ')})`, EXIT_USAGE);
@@ -135,6 +167,7 @@ function requireKind(kind: string | undefined, target: string): ModelKind {
 
 /** Store errors caused by what the user typed (a taken or malformed id, a bad URL) are usage errors. */
 function usageOnBadInput(error: unknown): never {
-  if (error instanceof StoreError && ['id_taken', 'invalid_url', 'invalid_kind'].includes(error.code ?? '')) throw new CliError(error.message, EXIT_USAGE);
+  const usage = ['id_taken', 'invalid_url', 'invalid_kind', 'invalid_option', 'not_a_directory', 'no_layout', 'layout_mismatch', 'path_outside'];
+  if (error instanceof StoreError && usage.includes(error.code ?? '')) throw new CliError(error.message, EXIT_USAGE);
   throw error;
 }

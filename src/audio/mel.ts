@@ -59,7 +59,8 @@ export class LogMel {
   async compute(samples: Float32Array, offset = 0, length = Math.min(samples.length - offset, this.options.windowSamples)): Promise<Float32Array> {
     const { nFft, hop, nMels, windowSamples } = this.options;
     const half = nFft / 2;
-    const end = offset + Math.min(length, windowSamples);
+    // Past the end of `samples` is silence too (a window may end mid-frame).
+    const end = Math.min(samples.length, offset + Math.min(length, windowSamples));
     // Sample i of the padded window; the centred STFT reflects at both edges of the 30 s window.
     const at = (i: number): number => {
       let j = i < 0 ? -i : i >= windowSamples ? 2 * (windowSamples - 1) - i : i;

@@ -40,4 +40,12 @@ describe('LogMel (Whisper features)', () => {
     padded.set(audio, 16_000);
     expect(await mel.compute(padded, 16_000, audio.length)).toEqual(await mel.compute(audio));
   });
+
+  it('reads a window that runs past the end of the samples as silence there', async () => {
+    const mel = new LogMel();
+    const audio = signal();
+    const features = await mel.compute(audio, 0, audio.length + 159);
+    expect(features.every(Number.isFinite)).toBe(true);
+    expect(features).toEqual(await mel.compute(audio));
+  });
 });

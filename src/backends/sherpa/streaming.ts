@@ -1,0 +1,129 @@
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+import type { LoadedModel, Loader, LoadOptions } from '../../core/backend.js';
+import { ModelLoadError, ServerError } from '../../core/errors.js';
+import type { InstalledModel } from '../../core/store.js';
+import type { SherpaRecognizerConfig } from './protocol.js';
+import { DEFAULT_MAX_STREAMS, SAMPLE_RATE, SherpaSupervisor, type RecognizerStream, type SupervisorOptions } from './supervisor.js';
+
+export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from './supervisor.js';
+export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from './supervisor.js';
+
+/**
+ * Streaming speech recognition (kind `asr-stream`, backend `onnx`) on
+ * sherpa-onnx's OnlineRecognizer, run in a supervised child process (see
+ * supervisor.ts and child.ts for why and how).
+ *
+ * Model layouts, by the roles of the model's files:
+ * - transducer (streaming Zipformer / Zipformer2, Conformer, LSTM exports of
+ *   icefall): `encoder`, `decoder`, `joiner`, `tokens`;
+ * - streaming Paraformer: `encoder`, `decoder`, `tokens` (greedy search only).
+ *
+ * Endpointing uses sherpa's three rules at its defaults: an endpoint after
+ * 2.4 s of trailing silence even with nothing recognized (rule 1), after
+ * 1.2 s of silence following speech (rule 2), and at 20 s of utterance
+ * whatever the silence (rule 3). Each endpoint ends an utterance with a
+ * final result.
+ *
+ * At most DEFAULT_MAX_STREAMS (16) streams are open at once per server,
+ * across all streaming models: beyond it open() throws OverloadedError (503).
+ */
+
+export interface StreamingRecognizer extends LoadedModel {
+  readonly sampleRate: number;
+  /** Streams this server runs at once (all streaming models together). */
+  readonly maxStreams: number;
+  /** Starts a recognition; throws OverloadedError when maxStreams are open. */
+  open(): RecognizerStream;
+}
+
+export const ENDPOINT_RULES = { rule1MinTrailingSilence: 2.4, rule2MinTrailingSilence: 1.2, rule3MinUtteranceLength: 20 } as const;
+
+/** The sherpa-onnx config for an installed model, from its file roles and catalog defaults. */
+export function recognizerConfig(model: InstalledModel, threads: number): SherpaRecognizerConfig {
+  const files = model.files;
+  const need = (...roles: string[]) => {
+    const missing = roles.filter((role) => !files[role]);
+    if (missing.length) {
+      throw new ModelLoadError(
+        `Model '${model.id}' is not a streaming model sherpa-onnx can run: it has no ${missing.join(', ')} file (a transducer needs encoder, decoder, joiner and tokens; a streaming paraformer encoder, decoder and tokens).`,
+      );
+    }
+    for (const role of roles) {
+      if (!existsSync(files[role]!)) throw new ModelLoadError(`Model '${model.id}' could not be loaded: its ${role} file ${files[role]} is missing.`);
+    }
+  };
+  const defaults = model.entry.defaults;
+  const sampleRate = typeof defaults.sample_rate === 'number' ? defaults.sample_rate : SAMPLE_RATE;
+  const featureDim = typeof defaults.feature_dim === 'number' ? defaults.feature_dim : 80;
+  const decoding = defaults.decoding === 'modified_beam_search' ? 'modified_beam_search' : 'greedy_search';
+  const base = { tokens: files.tokens!, numThreads: threads, provider: 'cpu' as const, debug: 0 as const };
+  let modelConfig: SherpaRecognizerConfig['modelConfig'];
+  if (files.joiner) {
+    need('encoder', 'decoder', 'joiner', 'tokens');
+    modelConfig = { ...base, transducer: { encoder: files.encoder!, decoder: files.decoder!, joiner: files.joiner } };
+  } else {
+    need('encoder', 'decoder', 'tokens');
+    modelConfig = { ...base, paraformer: { encoder: files.encoder!, decoder: files.decoder! } };
+  }
+  return {
+    featConfig: { sampleRate, featureDim },
+    modelConfig,
+    // sherpa-onnx's streaming paraformer decodes greedily only.
+    decodingMethod: modelConfig.paraformer ? 'greedy_search' : decoding,
+    ...(decoding === 'modified_beam_search' && !modelConfig.paraformer ? { maxActivePaths: 4 } : {}),
+    enableEndpoint: true,
+    ...ENDPOINT_RULES,
+  };
+}
+
+export interface StreamingLoader extends Loader<StreamingRecognizer> {
+  /** The process supervisor every model of this loader shares (created on first load). */
+  readonly supervisor: SherpaSupervisor;
+}
+
+/** A loader with its own supervisor (one per server: the default export below, or one per test). */
+export function createStreamingLoader(supervisorOptions: SupervisorOptions = {}): StreamingLoader {
+  let supervisor: SherpaSupervisor | undefined;
+  // Without a log of its own, the process reports (restarts, sherpa's stderr) go to the engine's, from LoadOptions.
+  let engineLog: ((message: string) => void) | undefined;
+  const log = supervisorOptions.log ?? ((message: string) => engineLog?.(message));
+  const get = () => (supervisor ??= new SherpaSupervisor({ maxStreams: DEFAULT_MAX_STREAMS, ...supervisorOptions, log }));
+  return {
+    get supervisor() {
+      return get();
+    },
+    async load(model: InstalledModel, options: LoadOptions): Promise<StreamingRecognizer> {
+      const started = Date.now();
+      const threads = options.threads > 0 ? options.threads : Math.max(1, Math.min(4, os.availableParallelism()));
+      const config = recognizerConfig(model, threads);
+      if (options.log) engineLog = options.log;
+      const shared = get();
+      const key = await shared.load(model.id, config);
+      options.log?.(`${model.id}: sherpa-onnx streaming recognizer loaded in ${Date.now() - started} ms (${threads} threads, process ${shared.pid})`);
+      let disposed = false;
+      return {
+        sampleRate: SAMPLE_RATE,
+        maxStreams: shared.maxStreams,
+        memoryBytes: estimateMemory(model),
+        open: () => {
+          if (disposed) throw new ServerError(`Model '${model.id}' was unloaded; load it again.`);
+          return shared.open(key);
+        },
+        dispose: async () => {
+          if (disposed) return;
+          disposed = true;
+          shared.unload(key);
+        },
+      };
+    },
+    estimateMemory,
+  };
+}
+
+/** Weights as ONNX Runtime holds them, plus per-stream state and the recognizer process itself (~50 MB). */
+function estimateMemory(model: InstalledModel): number {
+  return Math.round(model.sizeBytes * 1.5) + 50 * 1024 * 1024;
+}
+
+export const streamingLoader: StreamingLoader = createStreamingLoader();

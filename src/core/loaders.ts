@@ -10,4 +10,6 @@ export const defaultLoaders: LoaderTable = {
   'llama:embedding': () => import('../backends/llama/embedding.js').then((m) => m.embeddingLoader),
   'llama:rerank': () => import('../backends/llama/ranking.js').then((m) => m.rankingLoader),
   'onnx:ocr': () => import('../backends/onnx/ocr.js').then((m) => m.ocrLoader),
+  'onnx:asr': () => import('../backends/onnx/whisper.js').then((m) => m.whisperLoader),
+  'onnx:asr-stream': () => import('../backends/sherpa/streaming.js').then((m) => m.streamingLoader),
 };

@@ -24,6 +24,8 @@ export interface ServerOptions {
    * remote-input.ts); undefined allows them only while bound to loopback.
    */
   allowRemoteInput?: string[];
+  /** A live-transcription WebSocket that sends no audio for this long is closed (default 30 s). */
+  streamIdleMs?: number;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

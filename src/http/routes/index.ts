@@ -7,9 +7,12 @@ import { ocrRouter } from './ocr.js';
 import { chatRouter } from './chat.js';
 import { anthropicRouter } from './anthropic.js';
 import { rerankRouter } from './rerank.js';
+import { audioInfoRouter } from './audio-info.js';
+import { transcriptionRouter } from './transcription.js';
+import { transcriptionStreamRoute } from './transcription-stream.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, audioInfoRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
-export const websocketRoutes: WebSocketRoute[] = [];
+export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute];

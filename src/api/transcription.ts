@@ -1,0 +1,32 @@
+import { z } from 'zod';
+import { RESPONSE_FORMATS } from '../core/tasks/transcribe/formats.js';
+import { keepAliveField } from './common.js';
+
+/**
+ * POST /v1/audio/transcriptions, both forms of the specification: multipart
+ * (`file`, `model`, `language`, … as OpenAI's SDKs send it) and JSON
+ * (`audio` as a local path, an http(s) URL or a `data:audio/…;base64,` URI,
+ * under the remote-input policy). `language` `auto` (or absent) detects the
+ * language. Multipart fields arrive as text; the route turns the numeric and
+ * list fields into numbers and arrays before this schema sees them.
+ */
+export const transcriptionRequestSchema = z.object({
+  model: z.string().min(1).optional(),
+  audio: z.string().min(1).optional(),
+  language: z.string().min(1).max(16).optional(),
+  prompt: z.string().max(10_000).optional(),
+  response_format: z.enum(RESPONSE_FORMATS).optional(),
+  temperature: z.number().min(0).max(1).optional(),
+  timestamp_granularities: z.array(z.enum(['segment', 'word'])).max(2).optional(),
+  /** OpenAI streams transcripts as server-sent events for its newest models; here the WebSocket endpoint streams. */
+  stream: z.literal(false).optional(),
+  keep_alive: keepAliveField,
+});
+export type TranscriptionRequestBody = z.infer<typeof transcriptionRequestSchema>;
+
+/** The specification's transcription response (response_format json). */
+export interface TranscriptionResponse {
+  text: string;
+  language: string;
+  duration: number;
+}

@@ -1,0 +1,90 @@
+import { decodeAudio } from '../../audio/decode.js';
+import type { ModelKind } from '../catalog.js';
+import type { Engine } from '../engine.js';
+import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
+import { transcribeSamples, type LongformOptions, type Transcription } from './transcribe/longform.js';
+import type { WhisperRuntime } from './transcribe/whisper.js';
+import { speechSegments, splitForWindows } from '../../audio/vad.js';
+
+/**
+ * Speech to text as a task: audio bytes in any supported container, decoded
+ * and resampled to 16 kHz mono, transcribed by a Whisper-family model. HTTP
+ * (POST /v1/audio/transcriptions) and `lserve transcribe` both call
+ * `transcribe()`; neither knows the pipeline.
+ */
+
+export type { Transcription } from './transcribe/longform.js';
+
+/** Longest audio accepted, in seconds (decoded samples are held in memory: 1 h ≈ 230 MB). */
+export const MAX_AUDIO_SECONDS = 60 * 60;
+
+export interface TranscribeRequest extends Omit<LongformOptions, 'onProgress'> {
+  /** Model id or alias; optional when exactly one speech recognition model is installed. */
+  model?: string;
+  audio: Uint8Array;
+  /** Request field named in audio errors. */
+  param?: string;
+  /** Timestamps per word as well as per segment. */
+  wordTimestamps?: boolean;
+  keepAliveMs?: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface TranscribeResult extends Transcription {
+  model: string;
+}
+
+/** The installed speech recognition model to use when a request names none. */
+export function defaultAsrModel(engine: Engine): Promise<string> {
+  return onlyInstalled(engine, 'asr', 'speech recognition', 'whisper-base');
+}
+
+/** The installed streaming recognition model to use when a connection names none. */
+export function defaultStreamingModel(engine: Engine): Promise<string> {
+  return onlyInstalled(engine, 'asr-stream', 'streaming speech recognition', 'zipformer-en-streaming');
+}
+
+/** The one installed model of a kind: none is a 404 that says what to pull, several a 400 asking to choose. */
+async function onlyInstalled(engine: Engine, kind: ModelKind, what: string, suggestion: string): Promise<string> {
+  const installed = (await engine.store.list()).filter((m) => m.entry.kind === kind);
+  if (installed.length === 1) return installed[0]!.id;
+  if (installed.length === 0) throw new ModelNotFoundError(`No ${what} model is installed. Run \`lserve pull ${suggestion}\` to get one.`);
+  throw new InvalidRequestError(`'model' is required: several ${what} models are installed (${installed.map((m) => m.id).join(', ')}).`, {
+    param: 'model',
+    code: 'missing_required_parameter',
+  });
+}
+
+export async function transcribe(engine: Engine, request: TranscribeRequest, signal: AbortSignal): Promise<TranscribeResult> {
+  const model = request.model ?? (await defaultAsrModel(engine));
+  // Resolve first so an unknown model is reported before the audio is even decoded.
+  await engine.resolve(model, ['asr']);
+  const audio = await decodeAudio(request.audio, { sampleRate: 16_000, maxDurationSec: MAX_AUDIO_SECONDS });
+  signal.throwIfAborted();
+  return engine.withModel<WhisperRuntime, TranscribeResult>(
+    model,
+    ['asr'],
+    async (runtime, installed) => {
+      if (request.wordTimestamps && !runtime.crossAttentions) {
+        throw new UnsupportedError(
+          `Word timestamps need a model export with cross-attention outputs (the "_timestamped" Whisper exports); '${installed.id}' has none. Ask for timestamp_granularities=segment.`,
+          { param: 'timestamp_granularities' },
+        );
+      }
+      const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples)) : undefined;
+      const result = await transcribeSamples(runtime, audio.samples, { ...request, regions }, signal);
+      return { ...result, model: installed.id };
+    },
+    { keepAliveMs: request.keepAliveMs },
+  );
+}
+
+/**
+ * Where to transcribe: the speech Silero VAD finds, padded and joined across
+ * short pauses (faster-whisper's defaults: 400 ms of padding, 2 s of silence
+ * to split), grouped into windows of at most 30 s cut at silences.
+ */
+function speechWindows(probabilities: Float32Array): Array<{ start: number; end: number }> {
+  const segments = speechSegments(probabilities, { speechPadMs: 400, minSilenceMs: 2000, maxSpeechSec: 30 });
+  return splitForWindows(segments, 30);
+}

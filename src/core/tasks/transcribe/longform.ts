@@ -1,0 +1,149 @@
+import { InvalidRequestError } from '../../errors.js';
+import { compressionRatio, splitWindow, type Segment } from './segments.js';
+import { decodeWindow, detectLanguage, type DecodeResult, type WhisperRuntime } from './whisper.js';
+
+/**
+ * Whisper's long-form loop (openai/whisper's transcribe): 16 kHz samples in,
+ * text with timed segments out. 30 s windows, each encoded once and decoded
+ * with timestamps; the next window starts where the last complete segment
+ * ended; a window that decodes into repetition or low confidence is decoded
+ * again at a higher temperature; a window the model calls silence is skipped.
+ */
+
+export interface LongformOptions {
+  /** ISO 639-1 code, or undefined / 'auto' to detect it from the first window. */
+  language?: string;
+  task?: 'transcribe' | 'translate';
+  /** Text that conditions the first window (names, spelling, style). */
+  prompt?: string;
+  /** 0 (default): greedy, falling back to higher temperatures on failure; above 0: sample at that temperature. */
+  temperature?: number;
+  /** Seed for sampling at temperatures above 0 (reproducible results). */
+  seed?: number;
+  /**
+   * Stretches of the audio to transcribe, in seconds (speech found by VAD,
+   * each at most a window long); the rest is silence and skipped. Absent: all of it.
+   */
+  regions?: ReadonlyArray<{ start: number; end: number }>;
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface Transcription {
+  text: string;
+  language: string;
+  /** Seconds of audio. */
+  duration: number;
+  segments: Segment[];
+}
+
+const SAMPLE_RATE = 16_000;
+const HOP = 160;
+const FALLBACK_TEMPERATURES = [0, 0.2, 0.4, 0.6, 0.8, 1.0];
+/** openai/whisper's thresholds: above this gzip ratio a window is repetition; below this mean logprob, a guess. */
+const MAX_COMPRESSION_RATIO = 2.4;
+const MIN_AVG_LOGPROB = -1;
+const NO_SPEECH_THRESHOLD = 0.6;
+
+export async function transcribeSamples(runtime: WhisperRuntime, samples: Float32Array, request: LongformOptions, signal: AbortSignal): Promise<Transcription> {
+  const { vocabulary, mel } = runtime;
+  const multilingual = vocabulary.languages.size > 0;
+  let language = request.language === undefined || request.language === 'auto' ? undefined : request.language.toLowerCase();
+  if (language !== undefined && multilingual && !vocabulary.languages.has(language)) {
+    throw new InvalidRequestError(`Unknown language '${request.language}'; this model knows ${[...vocabulary.languages.keys()].join(', ')}, or 'auto'.`, {
+      param: 'language',
+      code: 'invalid_language',
+    });
+  }
+  if (!multilingual) {
+    if (language !== undefined && language !== 'en') throw new InvalidRequestError(`This model is English-only; language '${request.language}' is not available.`, { param: 'language', code: 'invalid_language' });
+    language = 'en';
+  }
+  const task = request.task ?? 'transcribe';
+  const temperatures = request.temperature !== undefined && request.temperature > 0 ? [request.temperature] : FALLBACK_TEMPERATURES;
+  const random = seededRandom(request.seed ?? 0);
+  const audioFrames = Math.ceil(samples.length / HOP);
+  const regions = (request.regions ?? [{ start: 0, end: samples.length / SAMPLE_RATE }]).map((r) => ({
+    from: Math.max(0, Math.floor((r.start * SAMPLE_RATE) / HOP)),
+    to: Math.min(audioFrames, Math.ceil((r.end * SAMPLE_RATE) / HOP)),
+  }));
+  const totalFrames = regions.reduce((sum, r) => sum + Math.max(0, r.to - r.from), 0);
+  const windowFrames = mel.frames;
+  const segments: Segment[] = [];
+  let prompt = request.prompt ? runtime.encodeText(` ${request.prompt.trim()}`) : [];
+  let done = 0;
+  for (const region of regions) {
+    let seek = region.from;
+    while (seek < region.to) {
+      signal.throwIfAborted();
+      const frames = Math.min(windowFrames, region.to - seek);
+      const features = await mel.compute(samples, seek * HOP, frames * HOP);
+      const window = await runtime.encode(features);
+      let result: DecodeResult | undefined;
+      try {
+        if (language === undefined) language = (await detectLanguage(runtime, window)).code;
+        const base = { language: vocabulary.languages.get(language) ?? -1, task, timestamps: true, prompt, random, signal } as const;
+        for (const temperature of temperatures) {
+          result = await decodeWindow(runtime, window, { ...base, temperature });
+          const text = runtime.decodeText(result.tokens.filter((t) => t < vocabulary.timestampBegin));
+          const failed = compressionRatio(text) > MAX_COMPRESSION_RATIO || result.avgLogprob < MIN_AVG_LOGPROB;
+          if (!failed || isSilence(result)) break;
+        }
+      } finally {
+        await window.release();
+      }
+      // A window must move on, whatever the model emitted.
+      let advance = frames;
+      if (!isSilence(result!)) {
+        const split = splitWindow(result!.tokens, vocabulary, (seek * HOP) / SAMPLE_RATE, frames);
+        for (const span of split.spans) {
+          const text = runtime.decodeText(span.tokens).trim();
+          if (text === '') continue;
+          segments.push({
+            id: segments.length,
+            seek,
+            start: round(span.start),
+            end: round(Math.min(span.end, samples.length / SAMPLE_RATE)),
+            text: ` ${text}`,
+            tokens: span.tokens,
+            temperature: result!.temperature,
+            avg_logprob: result!.avgLogprob,
+            compression_ratio: compressionRatio(text),
+            no_speech_prob: result!.noSpeechProb,
+          });
+        }
+        // Condition the next window on this one's text, unless it was sampled hot (whisper's rule).
+        prompt = result!.temperature < 0.5 ? [...prompt, ...result!.tokens.filter((t) => t < vocabulary.timestampBegin)] : [];
+        if (split.advance > 0) advance = Math.min(split.advance, frames);
+      }
+      seek += advance;
+      done += advance;
+      request.onProgress?.(done, totalFrames);
+    }
+  }
+  return {
+    text: segments.map((s) => s.text).join('').trim(),
+    language: language ?? 'en',
+    duration: samples.length / SAMPLE_RATE,
+    segments,
+  };
+}
+
+/** What the model calls silence: no speech likely, and nothing said with confidence. */
+function isSilence(result: DecodeResult): boolean {
+  return result.noSpeechProb > NO_SPEECH_THRESHOLD && result.avgLogprob < MIN_AVG_LOGPROB;
+}
+
+function round(seconds: number): number {
+  return Math.round(seconds * 1000) / 1000;
+}
+
+/** xorshift32: reproducible sampling per request. */
+function seededRandom(seed: number): () => number {
+  let state = (seed >>> 0) || 0x9e3779b9;
+  return () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 2 ** 32;
+  };
+}

@@ -1,0 +1,170 @@
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import OpenAI, { toFile } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * POST /v1/audio/transcriptions end to end: the synthetic Whisper export
+ * (the onnx-community layout and interface, random weights) registered as a
+ * model directory, real audio decoding, the real ONNX Runtime, and the
+ * official OpenAI client. The random model's text is nonsense; everything
+ * around it — windows, timestamps, formats, errors — runs for real.
+ */
+
+const SPEECH = fileURLToPath(new URL('../fixtures/audio/speech.wav', import.meta.url));
+/** Sampling at one temperature keeps a random model from running the whole fallback ladder on every window. */
+const FAST = { temperature: 0.5 } as const;
+
+let server: TestServer;
+let client: OpenAI;
+let speech: Buffer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  await server.engine.store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-test' });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  speech = await readFile(SPEECH);
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+async function postJson(body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${server.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+async function postForm(fields: Record<string, string | string[]>, file?: { bytes: Uint8Array; name: string }): Promise<Response> {
+  const form = new FormData();
+  if (file) form.append('file', new Blob([file.bytes]), file.name);
+  for (const [key, value] of Object.entries(fields)) for (const v of [value].flat()) form.append(key, v);
+  return fetch(`${server.url}/v1/audio/transcriptions`, { method: 'POST', body: form });
+}
+
+describe('POST /v1/audio/transcriptions', () => {
+  it('transcribes an upload through the OpenAI client: {text, language, duration}, model optional with one installed', async () => {
+    const res = await client.audio.transcriptions.create({ file: await toFile(speech, 'speech.wav'), model: 'whisper-test', ...FAST });
+    const body = res as unknown as { text: string; language: string; duration: number };
+    expect(typeof body.text).toBe('string');
+    expect(body.language).toMatch(/^[a-z]{2,3}$/);
+    // speech.wav: a 44-byte header, then 16-bit mono samples at 16 kHz.
+    expect(body.duration).toBeCloseTo((speech.length - 44) / 32_000, 3);
+    const implicit = await postForm({ temperature: '0.5', language: 'en' }, { bytes: speech, name: 'speech.wav' });
+    expect(implicit.status).toBe(200);
+    expect(((await implicit.json()) as { language: string }).language).toBe('en');
+  });
+
+  it('takes JSON audio as a data URI or a local path, with language auto', async () => {
+    const dataUri = await postJson({ model: 'whisper-test', audio: `data:audio/wav;base64,${speech.toString('base64')}`, language: 'auto', ...FAST });
+    expect(dataUri.status).toBe(200);
+    expect(dataUri.json).toMatchObject({ text: expect.any(String), language: expect.any(String), duration: expect.any(Number) });
+    const path = await postJson({ model: 'whisper-test', audio: SPEECH, language: 'en', ...FAST });
+    expect(path.status).toBe(200);
+    expect(path.json.language).toBe('en');
+  });
+
+  it('answers every response_format: text, verbose_json with segments, srt and vtt', async () => {
+    const form = (format: string) => postForm({ model: 'whisper-test', language: 'en', response_format: format, temperature: '0.5' }, { bytes: speech, name: 'speech.wav' });
+    const text = await form('text');
+    expect(text.headers.get('content-type')).toMatch(/^text\/plain/);
+    const verbose = (await (await form('verbose_json')).json()) as { task: string; language: string; duration: number; text: string; segments: Array<Record<string, unknown>> };
+    expect(verbose).toMatchObject({ task: 'transcribe', language: 'en' });
+    for (const segment of verbose.segments) {
+      expect(segment).toMatchObject({ id: expect.any(Number), start: expect.any(Number), end: expect.any(Number), text: expect.any(String), tokens: expect.any(Array), avg_logprob: expect.any(Number), no_speech_prob: expect.any(Number) });
+      expect(segment.end as number).toBeGreaterThanOrEqual(segment.start as number);
+      expect(segment.end as number).toBeLessThanOrEqual(verbose.duration + 1e-6);
+    }
+    const srt = await (await form('srt')).text();
+    const vtt = await (await form('vtt')).text();
+    expect(vtt.startsWith('WEBVTT\n')).toBe(true);
+    for (const cue of srt.split('\n\n').filter(Boolean)) expect(cue).toMatch(/^\d+\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\n/);
+    expect(verbose.segments.length).toBe(srt.split('\n\n').filter(Boolean).length);
+  });
+
+  it('splits long audio into 30 s windows with monotonic timestamps', async () => {
+    // 70 s: the speech clip over and over.
+    const pcm = speech.subarray(44);
+    const repeats = Math.ceil((70 * 32_000) / pcm.length);
+    const long = Buffer.concat([wavHeader(repeats * pcm.length), ...Array.from({ length: repeats }, () => pcm)]);
+    const res = await postForm({ model: 'whisper-test', language: 'en', response_format: 'verbose_json', temperature: '0.5' }, { bytes: long, name: 'long.wav' });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { duration: number; segments: Array<{ start: number; end: number; seek: number }> };
+    expect(body.duration).toBeGreaterThan(69);
+    const seeks = [...new Set(body.segments.map((s) => s.seek))];
+    expect(seeks.length).toBeGreaterThanOrEqual(2);
+    for (let i = 1; i < body.segments.length; i++) {
+      expect(body.segments[i]!.start).toBeGreaterThanOrEqual(body.segments[i - 1]!.start);
+      expect(body.segments[i]!.seek).toBeGreaterThanOrEqual(body.segments[i - 1]!.seek);
+    }
+    expect(body.segments.at(-1)!.end).toBeLessThanOrEqual(body.duration + 1e-6);
+  }, 120_000);
+
+  it('keeps the event loop free while it decodes', async () => {
+    const pending = postForm({ model: 'whisper-test', language: 'en', temperature: '0.5' }, { bytes: speech, name: 'speech.wav' });
+    await new Promise((r) => setTimeout(r, 200));
+    const started = performance.now();
+    const health = await fetch(`${server.url}/health`);
+    expect(health.status).toBe(200);
+    expect(performance.now() - started).toBeLessThan(250);
+    expect((await pending).status).toBe(200);
+  });
+
+  it.each([
+    ['no audio', 400, 'missing_required_parameter', () => postForm({ model: 'whisper-test' })],
+    ['both file and audio', 400, 'invalid_value', () => postForm({ model: 'whisper-test', audio: SPEECH }, { bytes: speech, name: 'a.wav' })],
+    ['undecodable audio', 415, 'unsupported_audio_format', () => postForm({ model: 'whisper-test' }, { bytes: Buffer.from('this is not audio at all'.repeat(20)), name: 'x.wav' })],
+    ['a truncated WAV', 415, undefined, () => postForm({ model: 'whisper-test' }, { bytes: speech.subarray(0, 30), name: 'x.wav' })],
+    ['an unknown model', 404, 'model_not_found', () => postForm({ model: 'whisper-nope' }, { bytes: speech, name: 'a.wav' })],
+    ['a model of another kind', 400, 'wrong_model_kind', () => postForm({ model: 'ppocr-v4-mobile' }, { bytes: speech, name: 'a.wav' })],
+    ['an unknown language', 400, 'invalid_language', () => postForm({ model: 'whisper-test', language: 'klingon' }, { bytes: speech, name: 'a.wav' })],
+    ['a bad response_format', 400, undefined, () => postForm({ model: 'whisper-test', response_format: 'docx' }, { bytes: speech, name: 'a.wav' })],
+    ['a temperature out of range', 400, undefined, () => postForm({ model: 'whisper-test', temperature: '3' }, { bytes: speech, name: 'a.wav' })],
+    ['word timestamps from an export without cross-attentions', 400, 'unsupported_parameter', () => postForm({ model: 'whisper-test', 'timestamp_granularities[]': ['word', 'segment'] }, { bytes: speech, name: 'a.wav' })],
+    ['a malformed data URI', 400, 'invalid_base64', () => fetch(`${server.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'whisper-test', audio: 'data:audio/wav;base64,@@@' }) })],
+  ] as const)('%s → %i', async (_name, status, code, send) => {
+    const res = await send();
+    expect(res.status).toBe(status);
+    const body = (await res.json()) as { error: Record<string, unknown> };
+    expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'param', 'type']);
+    if (code) expect(body.error.code).toBe(code);
+    expect(JSON.stringify(body)).not.toMatch(/at .*\.(ts|js):\d+/);
+  });
+});
+
+describe('GET /v1/audio/info', () => {
+  it("lists a Whisper model's language codes from its generation config, in its order", async () => {
+    const res = await fetch(`${server.url}/v1/audio/info?model=whisper-test`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { model: string; asr_supported_languages: string[] };
+    expect(body.model).toBe('whisper-test');
+    expect(body.asr_supported_languages.slice(0, 3)).toEqual(['en', 'zh', 'de']);
+    expect(body.asr_supported_languages).toHaveLength(99);
+  });
+
+  it('answers 400 without a model, 404 for an unknown one, 400 for a model that is not an audio model', async () => {
+    expect((await fetch(`${server.url}/v1/audio/info`)).status).toBe(400);
+    expect((await fetch(`${server.url}/v1/audio/info?model=nope`)).status).toBe(404);
+    expect((await fetch(`${server.url}/v1/audio/info?model=ppocr-v4-mobile`)).status).toBe(400);
+  });
+});
+
+/** A 44-byte PCM16 mono 16 kHz WAV header for `dataBytes` of samples. */
+function wavHeader(dataBytes: number): Buffer {
+  const h = Buffer.alloc(44);
+  h.write('RIFF', 0);
+  h.writeUInt32LE(36 + dataBytes, 4);
+  h.write('WAVEfmt ', 8);
+  h.writeUInt32LE(16, 16);
+  h.writeUInt16LE(1, 20);
+  h.writeUInt16LE(1, 22);
+  h.writeUInt32LE(16_000, 24);
+  h.writeUInt32LE(32_000, 28);
+  h.writeUInt16LE(2, 32);
+  h.writeUInt16LE(16, 34);
+  h.write('data', 36);
+  h.writeUInt32LE(dataBytes, 40);
+  return h;
+}

@@ -233,29 +233,36 @@ export class ModelStore {
       );
     }
     let closest: { layout: CatalogEntry; missing: string[] } | undefined;
+    // Several families share a layout (every onnx-community Whisper export); the one that uses the most of the directory's files wins.
+    let best: { layout: CatalogEntry; files: Record<string, { path: string; size: number }> } | undefined;
     for (const layout of layouts) {
       const found = await matchLayout(absolute, root, layout);
       if ('files' in found) {
-        const files: Record<string, FileSpec> = {};
-        const manifestFiles: Manifest['files'] = {};
-        for (const [role, file] of Object.entries(found.files)) {
-          files[role] = { url: pathToFileURL(file.path).href, path: layout.files[role]!.path! };
-          manifestFiles[role] = { name: path.basename(file.path), size: file.size, path: file.path };
-        }
-        const first = Object.values(files)[0]!;
-        const entry = this.userEntry({
-          ...options,
-          backend: layout.backend,
-          id: options.id ?? idFromFileName(absolute),
-          description: `Local directory ${absolute} (${layout.id} layout)`,
-          file: first,
-          files,
-          defaults: layout.defaults,
-        });
-        await this.writeManifest(entry.id, { id: entry.id, source: 'local', installedAt: new Date().toISOString(), entry, files: manifestFiles });
-        return { model: (await this.readInstalled(entry.id))!, layout };
+        if (!best || Object.keys(found.files).length > Object.keys(best.files).length) best = { layout, files: found.files };
+        continue;
       }
       if (!closest || found.missing.length < closest.missing.length) closest = { layout, missing: found.missing };
+    }
+    if (best) {
+      const { layout } = best;
+      const files: Record<string, FileSpec> = {};
+      const manifestFiles: Manifest['files'] = {};
+      for (const [role, file] of Object.entries(best.files)) {
+        files[role] = { url: pathToFileURL(file.path).href, path: layout.files[role]!.path! };
+        manifestFiles[role] = { name: path.basename(file.path), size: file.size, path: file.path };
+      }
+      const first = Object.values(files)[0]!;
+      const entry = this.userEntry({
+        ...options,
+        backend: layout.backend,
+        id: options.id ?? idFromFileName(absolute),
+        description: `Local directory ${absolute} (${layout.id} layout)`,
+        file: first,
+        files,
+        defaults: layout.defaults,
+      });
+      await this.writeManifest(entry.id, { id: entry.id, source: 'local', installedAt: new Date().toISOString(), entry, files: manifestFiles });
+      return { model: (await this.readInstalled(entry.id))!, layout };
     }
     const tried = layouts.map((l) => l.id).join(', ');
     throw new StoreError(

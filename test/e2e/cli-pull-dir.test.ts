@@ -60,7 +60,8 @@ describe('lserve pull <directory>', () => {
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(new RegExp(`^Registered whisper-test \\(asr, onnx, [\\d.]+ MB\\): ${dir}\\n`));
-    expect(result.stdout).toContain('Layout: whisper-base (as in onnx-community/whisper-base)');
+    // Every onnx-community Whisper export has this layout; the catalog's first (whisper-tiny) names it.
+    expect(result.stdout).toContain('Layout: whisper-tiny (as in onnx-community/whisper-tiny)');
     expect(result.stdout).toMatch(/ {2}decoder +onnx\/decoder_model_merged\.onnx\n/);
     expect(result.stdout).toContain('The files are used in place: keep the directory where it is.');
 
@@ -87,6 +88,16 @@ describe('lserve pull <directory>', () => {
     expect(row?.files.tokenizer).toBe(path.join(dir, 'blobs', 'tok'));
   });
 
+  it('picks the layout that uses the most of the directory: external weights make it a large-v3-turbo export', async () => {
+    const dir = await whisperCopy('large-export');
+    await writeFile(path.join(dir, 'onnx/encoder_model.onnx_data'), Buffer.alloc(16));
+    const result = await runCli(['pull', dir, '--kind', 'asr', '--id', 'large-test'], { env });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('Layout: whisper-large-v3-turbo (as in onnx-community/whisper-large-v3-turbo)');
+    expect((await listed()).find((r) => r.id === 'large-test')!.files).toHaveProperty('encoder_data', path.join(dir, 'onnx/encoder_model.onnx_data'));
+    await runCli(['rm', 'large-test'], { env });
+  });
+
   it('says which files of the closest layout are missing', async () => {
     const dir = await whisperCopy('incomplete');
     await rm(path.join(dir, WHISPER_FILES.decoder));
@@ -95,7 +106,7 @@ describe('lserve pull <directory>', () => {
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('');
     expect(result.stderr).toContain(`${dir} does not have the layout of any asr model in the catalog`);
-    expect(result.stderr).toContain('Closest: whisper-base (onnx-community/whisper-base), which needs onnx/decoder_model_merged.onnx, generation_config.json (missing)');
+    expect(result.stderr).toContain('Closest: whisper-tiny (onnx-community/whisper-tiny), which needs onnx/decoder_model_merged.onnx, generation_config.json (missing)');
     expect((await listed()).some((r) => r.id === 'incomplete')).toBe(false);
   });
 

@@ -65,11 +65,12 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
     model,
     ['asr'],
     async (runtime, installed) => {
-      if (request.wordTimestamps && !runtime.crossAttentions) {
-        throw new UnsupportedError(
-          `Word timestamps need a model export with cross-attention outputs (the "_timestamped" Whisper exports); '${installed.id}' has none. Ask for timestamp_granularities=segment.`,
-          { param: 'timestamp_granularities' },
-        );
+      if (request.wordTimestamps) {
+        // Word times need the decoder's cross-attention weights aligned to the audio (DTW over the alignment heads).
+        const why = runtime.crossAttentions
+          ? `aligning words with '${installed.id}''s cross-attentions is not implemented in this version`
+          : `they need a model export with cross-attention outputs (the "_timestamped" Whisper exports); '${installed.id}' has none`;
+        throw new UnsupportedError(`Word timestamps are not available: ${why}. Ask for timestamp_granularities=segment.`, { param: 'timestamp_granularities' });
       }
       const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples)) : undefined;
       const result = await transcribeSamples(runtime, audio.samples, { ...request, regions }, signal);

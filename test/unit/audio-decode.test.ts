@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { decodeAudio, type DecodedAudio } from '../../src/audio/decode.js';
 import { PayloadTooLargeError, UnsupportedMediaError } from '../../src/core/errors.js';
 
@@ -8,6 +8,10 @@ import { PayloadTooLargeError, UnsupportedMediaError } from '../../src/core/erro
  * tones of test/fixtures/audio/make-tones.sh, made by ffmpeg) and on WAVs
  * written here in every sample format: each must come out as 16 kHz mono of
  * the right length, pitch and level. Then every way bytes can be bad.
+ *
+ * The M4A/AAC fixtures go through the optional decoder @audio/decode-aac
+ * (GPL-2.0: a devDependency, never a dependency); one test hides it to check
+ * the 415 that users without it get.
  */
 
 const TONES = new URL('../fixtures/audio/tones/', import.meta.url);
@@ -96,7 +100,7 @@ const fixtures = readdirSync(TONES).sort();
 
 describe('decodeAudio: committed fixtures (ffmpeg)', () => {
   it('finds every fixture', () => {
-    expect(fixtures.length).toBeGreaterThanOrEqual(36);
+    expect(fixtures.length).toBeGreaterThanOrEqual(38);
   });
 
   it.each(fixtures)('%s → 16 kHz mono with the right length, pitch and level', async (name) => {
@@ -127,6 +131,174 @@ describe('decodeAudio: committed fixtures (ffmpeg)', () => {
       expect(audio.duration).toBeCloseTo(0.5, 3);
       expect(Math.abs(frequency(audio.samples, rate) - TONE_HZ)).toBeLessThan(TONE_HZ * 0.01);
     }
+  });
+});
+
+/** Length of the EBML variable-length integer whose first byte is `first`. */
+const vintLength = (first: number) => Math.clz32(first) - 23;
+
+/**
+ * The file rewritten as a live recorder (a browser's MediaRecorder) writes
+ * it: the Segment and every Cluster of unknown size (their size fields set
+ * to all ones, same length), nothing else changed.
+ */
+function asLiveRecording(file: Uint8Array): Uint8Array {
+  const b = new Uint8Array(file);
+  for (let pos = 0; pos < b.length; ) {
+    const idLength = vintLength(b[pos]!);
+    const id = b.subarray(pos, pos + idLength).reduce((v, byte) => v * 256 + byte, 0);
+    const sizeAt = pos + idLength;
+    const sizeLength = vintLength(b[sizeAt]!);
+    const data = sizeAt + sizeLength;
+    if (id === 0x18538067 || id === 0x1f43b675) {
+      b[sizeAt] = 0xff >> (sizeLength - 1);
+      b.fill(0xff, sizeAt + 1, data);
+      pos = data; // Segment, Cluster: walk their children
+      continue;
+    }
+    const size = b.subarray(sizeAt, data).reduce((v, byte, i) => v * 256 + (i === 0 ? byte & (0xff >> sizeLength) : byte), 0);
+    pos = data + size;
+  }
+  return b;
+}
+
+describe('decodeAudio: WebM/Matroska as live recorders write it (unknown sizes)', () => {
+  const matroska = fixtures.filter((name) => /\.(webm|mka)$/.test(name));
+
+  it.each(matroska)('%s with an unknown-size Segment and Clusters → the same samples', async (name) => {
+    const bytes = readFileSync(new URL(name, TONES));
+    const live = asLiveRecording(bytes);
+    expect(Buffer.compare(live, bytes)).not.toBe(0);
+    const [plain, recorded] = await Promise.all([decodeAudio(bytes, { sampleRate: RATE }), decodeAudio(live, { sampleRate: RATE })]);
+    expect(recorded.format).toBe(plain.format);
+    expect(recorded.samples).toEqual(plain.samples);
+  });
+
+  it.each(matroska)('%s live-recorded and truncated → 415', async (name) => {
+    const live = asLiveRecording(readFileSync(new URL(name, TONES)));
+    const { format } = expectedFor(name);
+    for (const keep of [0.9, 0.5, 0.1]) {
+      await expect415(live.subarray(0, Math.floor(live.length * keep)), new RegExp(`detected as '${format}' but could not be decoded: .*truncated`));
+    }
+  });
+});
+
+/** The packets of a one-stream Ogg file (joined across pages) and its last granule position. */
+function oggPackets(file: Uint8Array): { packets: Uint8Array[]; granule: bigint } {
+  const view = new DataView(file.buffer, file.byteOffset, file.byteLength);
+  const packets: Uint8Array[] = [];
+  let current: Uint8Array[] = [];
+  let granule = 0n;
+  for (let pos = 0; pos < file.length; ) {
+    const segments = file[pos + 26]!;
+    granule = view.getBigInt64(pos + 6, true);
+    let body = pos + 27 + segments;
+    for (let i = 0; i < segments; i++) {
+      const size = file[pos + 27 + i]!;
+      current.push(file.subarray(body, body + size));
+      body += size;
+      if (size < 255) {
+        packets.push(Buffer.concat(current));
+        current = [];
+      }
+    }
+    pos = body;
+  }
+  return { packets, granule };
+}
+
+/** CRC-32 of an Ogg page (polynomial 0x04C11DB7, not reflected, initial value 0). */
+function oggCrc(bytes: Uint8Array): number {
+  let crc = 0;
+  for (const byte of bytes) {
+    crc ^= byte << 24;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x80000000 ? (crc << 1) ^ 0x04c11db7 : crc << 1;
+  }
+  return crc >>> 0;
+}
+
+/** Samples (48 kHz) in an Opus packet, from its TOC byte (RFC 6716 §3.1). */
+function opusPacketSamples(packet: Uint8Array): number {
+  const config = packet[0]! >> 3;
+  const frameSize = config < 12 ? [480, 960, 1920, 2880][config % 4]! : config < 16 ? [480, 960][config % 2]! : [120, 240, 480, 960][config % 4]!;
+  const code = packet[0]! & 3;
+  return frameSize * (code === 0 ? 1 : code < 3 ? 2 : packet[1]! & 0x3f);
+}
+
+/**
+ * An Ogg/Opus stream of OpusHead, `tags` and the audio packets, with at most
+ * `perPage` segments per page (so a packet of 255 bytes or more runs across
+ * pages). Each page's granule position is that of the last packet it
+ * completes (−1 when none does), counted from the pre-skip; the last page's
+ * is `granule`.
+ */
+function oggOpusStream(head: Uint8Array, tags: Uint8Array, audio: Uint8Array[], granule: bigint, perPage: number, serial = 0x1234): Uint8Array {
+  const pages: Uint8Array[] = [];
+  let sequence = 0;
+  let position = BigInt(head[10]! | (head[11]! << 8)); // pre-skip
+  const group = (packets: Uint8Array[], bos: boolean, eos: boolean) => {
+    const segments: { bytes: Uint8Array; granule?: bigint }[] = [];
+    for (const p of packets) {
+      if (eos) position += BigInt(opusPacketSamples(p));
+      for (let at = 0; ; at += 255) {
+        const bytes = p.subarray(at, Math.min(p.length, at + 255));
+        const ends = bytes.length < 255;
+        segments.push({ bytes, granule: ends ? (eos ? position : 0n) : undefined });
+        if (ends) break;
+      }
+    }
+    if (eos) segments.at(-1)!.granule = granule;
+    let continued = false;
+    for (let i = 0; i < segments.length; i += perPage) {
+      const chunk = segments.slice(i, i + perPage);
+      const last = i + perPage >= segments.length;
+      const header = new Uint8Array(27 + chunk.length);
+      const view = new DataView(header.buffer);
+      header.set(Buffer.from('OggS'));
+      header[5] = (continued ? 1 : 0) | (bos && i === 0 ? 2 : 0) | (eos && last ? 4 : 0);
+      view.setBigInt64(6, chunk.findLast((c) => c.granule !== undefined)?.granule ?? -1n, true);
+      view.setUint32(14, serial, true);
+      view.setUint32(18, sequence++, true);
+      header[26] = chunk.length;
+      header.set(chunk.map((c) => c.bytes.length), 27);
+      const page = Buffer.concat([header, ...chunk.map((c) => c.bytes)]);
+      page.writeUInt32LE(oggCrc(page), 22);
+      pages.push(page);
+      continued = chunk.at(-1)!.bytes.length === 255;
+    }
+  };
+  group([head], true, false);
+  group([tags], false, false);
+  group(audio, false, true);
+  return Buffer.concat(pages);
+}
+
+describe('decodeAudio: Ogg/Opus framing', () => {
+  it('an OpusTags header over many pages (cover art) and one packet per page → the same samples', async () => {
+    const bytes = readFileSync(new URL('opus-44100-stereo.ogg', TONES));
+    const { packets, granule } = oggPackets(bytes);
+    const [head, , ...audio] = packets as [Uint8Array, Uint8Array, ...Uint8Array[]];
+    const comment = Buffer.from(`COMMENT=${'A'.repeat(100_000)}`); // as long as embedded cover art
+    const tags = Buffer.alloc(8 + 4 + 4 + 4 + comment.length);
+    tags.write('OpusTags');
+    tags.writeUInt32LE(0, 8); // vendor string: empty
+    tags.writeUInt32LE(1, 12); // one comment
+    tags.writeUInt32LE(comment.length, 16);
+    comment.copy(tags, 20);
+    const repaged = oggOpusStream(head, tags, audio, granule, 1);
+    expect(repaged.length).toBeGreaterThan(100_000);
+    const [plain, big] = await Promise.all([decodeAudio(bytes, { sampleRate: RATE }), decodeAudio(repaged, { sampleRate: RATE })]);
+    expect(big).toMatchObject({ format: 'ogg', channels: 2, sourceSampleRate: 48_000 });
+    expect(big.samples).toEqual(plain.samples);
+  });
+
+  it('chained streams (one file after another) → both, each trimmed to its length', async () => {
+    const first = readFileSync(new URL('opus-48000-mono.ogg', TONES));
+    const second = readFileSync(new URL('opus-8000-mono.ogg', TONES));
+    const audio = await decodeAudio(Buffer.concat([first, second]), { sampleRate: RATE });
+    expect(audio.format).toBe('ogg');
+    expect(audio.duration).toBeCloseTo(1.5, 4);
+    expect(Math.abs(frequency(audio.samples, RATE) - TONE_HZ)).toBeLessThan(TONE_HZ * 0.01);
   });
 });
 
@@ -268,6 +440,22 @@ describe('decodeAudio: bad input', () => {
     }
   });
 
+  it('a known container with a codec lserve does not decode → 415 naming the codec', async () => {
+    const patch = (name: string, from: string, to: string) => {
+      const bytes = new Uint8Array(readFileSync(new URL(name, TONES)));
+      const at = Buffer.from(bytes).indexOf(from);
+      expect(at).toBeGreaterThan(0);
+      bytes.set(Buffer.from(to), at);
+      return bytes;
+    };
+    await expect415(patch('webm-48000-mono.webm', 'A_OPUS', 'A_FLAC'), /detected as 'webm', which is not supported: its audio track's codec is A_FLAC/);
+    await expect415(patch('aac-48000-mono.m4a', 'mp4a', 'Opus'), /detected as 'm4a' \(Opus\), which is not supported: its sound track's codec is 'Opus'/);
+    await expect415(patch('opus-48000-mono.ogg', 'OpusHead', 'OpusHeaX'), /detected as 'ogg' \(unknown codec\), which is not supported/);
+    const adpcm = makeWav(RATE, 1, 's16', false);
+    adpcm.set([0x11, 0x00], 20); // format tag: IMA ADPCM
+    await expect415(adpcm, /detected as 'wav', which is not supported: its WAV codec \(format tag 0x0011, IMA ADPCM\) is not PCM/);
+  });
+
   it('a header with no audio → 415', async () => {
     await expect415(makeWav(RATE, 1, 's16', false, 0), /detected as 'wav' but could not be decoded: it contains no audio samples/);
   });
@@ -308,5 +496,38 @@ describe('decodeAudio: limits', () => {
     const decoding = decodeAudio(makeWav(8000, 1, 's16', false, 60), { sampleRate: RATE, signal: controller.signal });
     controller.abort();
     await expect(decoding).rejects.toMatchObject({ name: 'AbortError' });
+  });
+});
+
+describe('decodeAudio: M4A/AAC without the optional decoder', () => {
+  it('→ 415 that names the package, its licence and how to install it', async () => {
+    // What Node throws for a package that is not installed.
+    const notInstalled = Object.assign(new Error("Cannot find package '@audio/decode-aac' imported from /usr/lib/node_modules/lserve/dist/audio/decode.js"), {
+      code: 'ERR_MODULE_NOT_FOUND',
+    });
+    vi.resetModules();
+    vi.doMock('@audio/decode-aac', () => {
+      throw notInstalled;
+    });
+    try {
+      const { decodeAudio: decodeWithoutAac } = await import('../../src/audio/decode.js');
+      for (const [name, label] of [
+        ['aac-48000-mono.m4a', "'m4a' \\(AAC\\)"],
+        ['adts-22050-stereo.aac', "'aac'"],
+      ] as const) {
+        const error = await decodeWithoutAac(readFileSync(new URL(name, TONES)), { sampleRate: RATE }).catch((e: unknown) => e);
+        expect((error as Error).constructor.name).toBe('UnsupportedMediaError');
+        expect(error).toMatchObject({ status: 415, code: 'unsupported_audio_format', param: 'file' });
+        const message = (error as Error).message;
+        expect(message).toMatch(new RegExp(`^The audio was detected as ${label}\\. AAC \\(and ALAC\\) decoding needs the optional package @audio/decode-aac, which is not installed`));
+        expect(message).toMatch(/GPL-2\.0/);
+        expect(message).toContain('npm install -g @audio/decode-aac');
+      }
+      // The other formats do not need it.
+      await expect(decodeWithoutAac(readFileSync(new URL('opus-48000-mono.ogg', TONES)), { sampleRate: RATE })).resolves.toMatchObject({ format: 'ogg' });
+    } finally {
+      vi.doUnmock('@audio/decode-aac');
+      vi.resetModules();
+    }
   });
 });

@@ -1,38 +1,30 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
-import {
-  detectFormat,
-  flacTotalSamples,
-  MatroskaReader,
-  OggOpusReader,
-  type MatroskaFrame,
-  type OpusItem,
-  mp4AudioCodec,
-  mp4IndexFirst,
-  mpegChannels,
-  parseOpusHead,
-  pcmLayout,
-  truncationOf,
-  type PcmLayout,
-  UnsupportedCodecError,
-} from './container.js';
+import { detectFormat } from './containers/detect.js';
+import { UnsupportedCodecError } from './containers/errors.js';
+import { mp4AudioCodec, mp4IndexFirst } from './containers/mp4.js';
+import { flacTotalSamples, truncationOf } from './containers/truncation.js';
+import { openDecoder } from './decoders/index.js';
+import { FIRST_PIECE_BYTES, MissingDecoderError, type Pcm, type PieceDecoder, reasonOf } from './decoders/piece.js';
 import { Resampler } from './resample.js';
 
 /**
  * Turns an uploaded audio file into mono float samples at the rate a model
- * wants: format detection by magic bytes (./container.ts), decoding, downmix
- * by averaging the channels, band-limited resampling (./resample.ts).
+ * wants: format detection by magic bytes and header checks (./containers/),
+ * decoding (./decoders/, one adapter per codec library), downmix by
+ * averaging the channels, band-limited resampling (./resample.ts).
  *
- * Decoders — every one a permissively licensed npm package or code here
- * (MIT unless noted; the FLAC and Vorbis decoders parse their framing with
- * codec-parser, LGPL-3.0, used unmodified as its own package):
+ * Decoders — every one a permissively licensed npm package or lserve's own
+ * code (MIT unless noted; the FLAC and Vorbis decoders parse their framing
+ * with codec-parser, LGPL-3.0, used unmodified as its own package):
  *   WAV, AIFF/AIFC, CAF (integer PCM 8–32 bit, float 32/64, A-law, µ-law):
- *     read here (container.ts finds the samples, `openPcm` converts them);
+ *     read by lserve itself (containers/pcm-layout.ts finds the samples,
+ *     decoders/pcm.ts converts them);
  *   MP3: mpg123-decoder (mpg123, LGPL-2.1 C code compiled to wasm, the
  *     package MIT) — mono when the frame header says so;
  *   FLAC, native or in Ogg: @wasm-audio-decoders/flac (libFLAC, BSD);
  *   Ogg/Opus, WebM and Matroska with Opus: packets from the demuxers in
- *     container.ts straight into opus-decoder (libopus, BSD) — not
+ *     containers/ straight into opus-decoder (libopus, BSD) — not
  *     ogg-opus-decoder, whose Ogg parsing fails on an OpusTags header longer
  *     than a page (cover art) and leaves the pre-skip's length of padding at
  *     the end;
@@ -107,364 +99,24 @@ const FORMATS: Record<string, { name: string; codec?: string }> = {
 };
 export const AUDIO_FORMATS = ['wav', 'mp3', 'flac', 'ogg', 'webm', 'm4a', 'aac', 'aiff', 'caf', 'mkv'] as const;
 
-/** The optional AAC/ALAC decoder: GPL-2.0 (FAAD2), so never a dependency of lserve; used when the user installed it. */
-const AAC_PACKAGE = '@audio/decode-aac';
-
 /**
- * Bytes handed to the decoder per call: the first piece is FIRST_PIECE_BYTES,
+ * Bytes handed to the decoder per call: the first piece is FIRST_PIECE_BYTES
+ * (./decoders/piece.ts, where the Matroska adapter uses it too),
  * later ones are sized from the bitrate seen so far to hold ≈ PIECE_SECONDS
  * of audio (64 kbit/s Opus: 16 KB; CD-quality WAV: 256 KB, the cap), so that
  * decoding, downmixing and resampling one piece takes ≈ 10–20 ms.
  */
-const FIRST_PIECE_BYTES = 16 * 1024;
 const MIN_PIECE_BYTES = 4 * 1024;
 const MAX_PIECE_BYTES = 256 * 1024;
 const PIECE_SECONDS = 2;
 /** Output samples copied between two turns of the event loop when joining the pieces (≈ 16 MB). */
 const JOIN_SAMPLES = 4 * 1024 * 1024;
 
-interface Pcm {
-  channelData: Float32Array[];
-  sampleRate: number;
-}
-
-const NO_PCM: Pcm = { channelData: [], sampleRate: 0 };
-
-/** One codec's streaming decoder, whatever library is behind it. */
-interface PieceDecoder {
-  /** Decodes the next piece of the file, which starts at byte `offset` (pieces come in order and cover the file). */
-  decode(piece: Uint8Array, offset: number): Promise<Pcm>;
-  flush(): Promise<Pcm>;
-  free(): void;
-  /** Set by decoders that report per-frame errors instead of throwing. */
-  errors?: string[];
-}
-
-/** What the wasm-audio-decoders family (FLAC, Opus, Vorbis, MP3) returns from each call. */
-interface WasmDecoded {
-  channelData: Float32Array[];
-  samplesDecoded: number;
-  sampleRate: number;
-  errors: { message: string; frameNumber: number }[];
-}
-
-/** Their arrays cut to the samples decoded, the first `keep` channels only when given; errors appended to `errors` unless it is undefined. */
-function pcmOf(decoded: WasmDecoded, errors: string[] | undefined, keep?: number): Pcm {
-  if (errors) for (const e of decoded.errors) errors.push(`${e.message} (frame ${e.frameNumber})`);
-  const n = decoded.samplesDecoded;
-  if (!n) return NO_PCM;
-  const channels = keep ? decoded.channelData.slice(0, keep) : decoded.channelData;
-  return { channelData: channels.map((c) => (c.length === n ? c : c.subarray(0, n))), sampleRate: decoded.sampleRate };
-}
-
-/** Pieces of PCM one after another at one rate → one. */
-function concatPcm(parts: Pcm[]): Pcm {
-  const filled = parts.filter((p) => (p.channelData[0]?.length ?? 0) > 0);
-  if (filled.length <= 1) return filled[0] ?? NO_PCM;
-  const channels = Math.max(...filled.map((p) => p.channelData.length));
-  const length = filled.reduce((sum, p) => sum + p.channelData[0]!.length, 0);
-  const channelData = Array.from({ length: channels }, (_, c) => {
-    const out = new Float32Array(length);
-    let at = 0;
-    for (const p of filled) {
-      out.set(p.channelData[Math.min(c, p.channelData.length - 1)]!, at);
-      at += p.channelData[0]!.length;
-    }
-    return out;
-  });
-  return { channelData, sampleRate: filled[0]!.sampleRate };
-}
-
-/** An Error whose message reaches the 415 as is, and which says the decoder is missing rather than the file bad. */
-class MissingDecoderError extends Error {}
-
-// The codec libraries load on first use of each format (not at server start) and compile their wasm per decoder.
-async function openDecoder(type: string, bytes: Uint8Array): Promise<PieceDecoder> {
-  switch (type) {
-    case 'wav':
-    case 'aiff':
-    case 'caf':
-      return openPcm(bytes, pcmLayout(bytes, type));
-    case 'mp3':
-      return openMp3(mpegChannels(bytes));
-    case 'flac':
-      return openFlac();
-    case 'opus':
-      return openOggOpus(bytes);
-    case 'vorbis':
-      return openOggVorbis();
-    case 'webm':
-    case 'mkv':
-      return openMatroska(bytes);
-    case 'm4a':
-    case 'aac':
-      return openAac();
-    case 'ogg':
-      throw new UnsupportedCodecError('its first Ogg stream is neither Opus, Vorbis nor FLAC');
-    default:
-      throw new Error(`no decoder for ${type}`);
-  }
-}
-
-/** G.711 A-law and µ-law bytes → linear samples in [−1, 1]. */
-let g711: { alaw: Float32Array; ulaw: Float32Array } | undefined;
-function g711Tables(): { alaw: Float32Array; ulaw: Float32Array } {
-  if (g711) return g711;
-  const alaw = new Float32Array(256);
-  const ulaw = new Float32Array(256);
-  for (let i = 0; i < 256; i++) {
-    const a = i ^ 0x55;
-    const exponent = (a >> 4) & 7;
-    const mantissa = a & 15;
-    const magnitude = exponent === 0 ? (mantissa << 4) + 8 : ((mantissa << 4) + 0x108) << (exponent - 1);
-    alaw[i] = ((a & 0x80 ? 1 : -1) * magnitude) / 32768;
-    const u = ~i & 0xff;
-    const value = ((((u & 15) << 3) + 0x84) << ((u >> 4) & 7)) - 0x84;
-    ulaw[i] = ((u & 0x80 ? -1 : 1) * value) / 32768;
-  }
-  return (g711 = { alaw, ulaw });
-}
-
-/** Uncompressed samples: each piece converts the whole frames that have arrived. */
-function openPcm(bytes: Uint8Array, layout: PcmLayout): PieceDecoder {
-  const { start, end, channels, sampleBytes, frameBytes, encoding, littleEndian, sampleRate } = layout;
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const table = encoding === 'alaw' ? g711Tables().alaw : encoding === 'ulaw' ? g711Tables().ulaw : undefined;
-  let next = start;
-  const convert = (upTo: number): Pcm => {
-    const frames = Math.floor((Math.min(upTo, end) - next) / frameBytes);
-    if (frames <= 0) return NO_PCM;
-    const channelData = Array.from({ length: channels }, () => new Float32Array(frames));
-    for (let c = 0; c < channels; c++) {
-      const out = channelData[c]!;
-      let at = next + c * sampleBytes;
-      if (table) {
-        for (let i = 0; i < frames; i++, at += frameBytes) out[i] = table[bytes[at]!]!;
-      } else if (encoding === 'float') {
-        if (sampleBytes === 4) for (let i = 0; i < frames; i++, at += frameBytes) out[i] = view.getFloat32(at, littleEndian);
-        else for (let i = 0; i < frames; i++, at += frameBytes) out[i] = view.getFloat64(at, littleEndian);
-      } else if (encoding === 'uint') {
-        for (let i = 0; i < frames; i++, at += frameBytes) out[i] = (bytes[at]! - 128) / 128;
-      } else if (sampleBytes === 2) {
-        for (let i = 0; i < frames; i++, at += frameBytes) out[i] = view.getInt16(at, littleEndian) / 32768;
-      } else if (sampleBytes === 4) {
-        for (let i = 0; i < frames; i++, at += frameBytes) out[i] = view.getInt32(at, littleEndian) / 2147483648;
-      } else if (sampleBytes === 3) {
-        const [lo, hi] = littleEndian ? [0, 2] : [2, 0];
-        for (let i = 0; i < frames; i++, at += frameBytes) {
-          const v = bytes[at + lo]! | (bytes[at + 1]! << 8) | (bytes[at + hi]! << 16);
-          out[i] = ((v << 8) >> 8) / 8388608;
-        }
-      } else {
-        for (let i = 0; i < frames; i++, at += frameBytes) out[i] = ((bytes[at]! << 24) >> 24) / 128;
-      }
-    }
-    next += frames * frameBytes;
-    return { channelData, sampleRate };
-  };
-  return {
-    decode: async (piece, offset) => convert(offset + piece.length),
-    flush: async () => convert(end),
-    free: () => {},
-  };
-}
-
-/**
- * MP3 through mpg123-decoder. It always produces two channels; a mono stream
- * (by its first frame header) keeps the first. Its per-frame errors are not
- * fatal (mpg123 resynchronises past junk, as players do), as before.
- */
-async function openMp3(channels: number): Promise<PieceDecoder> {
-  const { MPEGDecoder } = await import('mpg123-decoder');
-  const decoder = new MPEGDecoder();
-  await decoder.ready;
-  const keep = channels === 1 ? 1 : undefined;
-  return {
-    decode: async (piece) => pcmOf(decoder.decode(piece), undefined, keep),
-    flush: async () => NO_PCM,
-    free: () => decoder.free(),
-  };
-}
-
-/**
- * FLAC (native or in Ogg) through @wasm-audio-decoders/flac. (audio-decode's
- * wrapper around it, used before, dropped frames when a file arrived in
- * pieces: 864–42 336 samples of a 10-minute file, depending on piece size.)
- */
-async function openFlac(): Promise<PieceDecoder> {
-  const { FLACDecoder } = await import('@wasm-audio-decoders/flac');
-  const decoder = new FLACDecoder();
-  await decoder.ready;
-  const errors: string[] = [];
-  return {
-    decode: async (piece) => pcmOf(await decoder.decode(piece), errors),
-    flush: async () => pcmOf(await decoder.flush(), errors),
-    free: () => decoder.free(),
-    errors,
-  };
-}
-
-async function openOggVorbis(): Promise<PieceDecoder> {
-  const { OggVorbisDecoder } = await import('@wasm-audio-decoders/ogg-vorbis');
-  const decoder = new OggVorbisDecoder();
-  await decoder.ready;
-  const errors: string[] = [];
-  return {
-    decode: async (piece) => pcmOf(await decoder.decode(piece), errors),
-    flush: async () => pcmOf(await decoder.flush(), errors),
-    free: () => decoder.free(),
-    errors,
-  };
-}
-
-/**
- * Opus packets from a demuxer (Ogg: OggOpusReader; WebM/Matroska:
- * MatroskaReader) through opus-decoder (libopus), each piece decoding the
- * packets that lie wholly inside the bytes seen so far. Each `{ head }` (the
- * OpusHead: channels, multistream mapping, pre-skip, which the decoder drops
- * itself) starts a decoder; a packet's `discard` or `length` trims the end.
- */
-async function openOpus(source: { read(upTo: number): OpusItem[] }, first: OpusItem[] = []): Promise<PieceDecoder> {
-  const { OpusDecoder } = await import('opus-decoder');
-  let decoder: InstanceType<typeof OpusDecoder> | undefined;
-  /** Samples the current stream has produced. */
-  let produced = 0;
-  const errors: string[] = [];
-  const decodeUpTo = async (upTo: number): Promise<Pcm> => {
-    const items = first.length ? [...first.splice(0), ...source.read(upTo)] : source.read(upTo);
-    const parts: Pcm[] = [];
-    let batch: Uint8Array[] = [];
-    const run = (): number => {
-      if (!batch.length || !decoder) return 0;
-      const pcm = pcmOf(decoder.decodeFrames(batch), errors);
-      batch = [];
-      parts.push(pcm);
-      const n = pcm.channelData[0]?.length ?? 0;
-      produced += n;
-      return n;
-    };
-    /** Cuts the last part to `keep` samples. */
-    const cut = (n: number, keep: number) => {
-      keep = Math.max(0, Math.min(n, keep));
-      if (keep === n) return;
-      const last = parts[parts.length - 1]!;
-      parts[parts.length - 1] = { ...last, channelData: last.channelData.map((c) => c.subarray(0, keep)) };
-      produced -= n - keep;
-    };
-    for (const item of items) {
-      if ('head' in item) {
-        run();
-        decoder?.free();
-        decoder = new OpusDecoder(item.head);
-        await decoder.ready;
-        produced = 0;
-        continue;
-      }
-      if (!decoder) throw new Error('an Opus packet comes before the OpusHead');
-      batch.push(item.packet);
-      if (item.discard || item.length !== undefined) {
-        const n = run();
-        if (item.discard) cut(n, n - item.discard);
-        if (item.length !== undefined) cut(n, item.length - (produced - n));
-      }
-    }
-    run();
-    return concatPcm(parts);
-  };
-  return {
-    decode: (piece, offset) => decodeUpTo(offset + piece.length),
-    flush: () => decodeUpTo(Infinity),
-    free: () => decoder?.free(),
-    errors,
-  };
-}
-
-/** Ogg/Opus: OggOpusReader's packets (why not ogg-opus-decoder: see the top of this file). */
-function openOggOpus(bytes: Uint8Array): Promise<PieceDecoder> {
-  return openOpus(new OggOpusReader(bytes));
-}
-
-/**
- * WebM / Matroska: the reader in container.ts demuxes the file as the pieces
- * come, the Tracks element first (its OpusHead in CodecPrivate; without one,
- * the track's channel count and CodecDelay), then each piece's frames; a
- * block's DiscardPadding trims the end of the audio (the encoder's padding
- * of the last frame). Opus only.
- */
-async function openMatroska(bytes: Uint8Array): Promise<PieceDecoder> {
-  const reader = new MatroskaReader(bytes);
-  // The Tracks element comes before the first Cluster, in the first few hundred bytes.
-  const early: MatroskaFrame[] = [];
-  for (let upTo = FIRST_PIECE_BYTES; !reader.track && !reader.done; upTo += FIRST_PIECE_BYTES) early.push(...reader.read(upTo));
-  const track = reader.track!;
-  if (track.codecId !== 'A_OPUS') {
-    throw new UnsupportedCodecError(`its audio track's codec is ${track.codecId || 'not declared'} (in WebM/Matroska lserve decodes Opus)`);
-  }
-  const head = parseOpusHead(track.codecPrivate) ?? {
-    channels: Math.min(2, Math.max(1, track.channels)),
-    preSkip: Math.round((track.codecDelayNs * 48_000) / 1e9),
-  };
-  const toItem = (frame: MatroskaFrame): OpusItem => ({
-    packet: bytes.subarray(frame.start, frame.end),
-    discard: frame.discardNs > 0 ? Math.round((frame.discardNs * 48_000) / 1e9) : undefined,
-  });
-  return openOpus({ read: (upTo) => reader.read(upTo).map(toItem) }, [{ head }, ...early.map(toItem)]);
-}
-
-/** Whether `error` (or one it wraps: a loader's, a test's mock) says `name` is not installed. */
-function isNotInstalled(error: unknown, name: string): boolean {
-  for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && e.message.includes(name)) return true;
-  }
-  return false;
-}
-
-type AacModule = typeof import('@audio/decode-aac');
-let aacModule: Promise<AacModule> | undefined;
-
-/**
- * M4A/MP4 (AAC or ALAC) and ADTS through @audio/decode-aac when the user has
- * installed it: it reads the MP4 container itself (and trims the encoder's
- * priming by the edit list), so the whole file is fed to it in pieces.
- */
-async function openAac(): Promise<PieceDecoder> {
-  aacModule ??= import(AAC_PACKAGE) as Promise<AacModule>;
-  let module: AacModule;
-  try {
-    module = await aacModule;
-  } catch (error) {
-    aacModule = undefined; // installed later: found on the next request, no restart needed
-    if (isNotInstalled(error, AAC_PACKAGE)) {
-      throw new MissingDecoderError(
-        `AAC (and ALAC) decoding needs the optional package ${AAC_PACKAGE}, which is not installed. ` +
-          `lserve does not bundle it because it is GPL-2.0 licensed (it is FAAD2 compiled to WebAssembly) and lserve is MIT. ` +
-          `To accept M4A/AAC, install it where lserve can load it: \`npm install -g ${AAC_PACKAGE}\` next to a global lserve, ` +
-          `or \`npm install ${AAC_PACKAGE}\` in the project that depends on lserve; ` +
-          `or convert the audio first (e.g. \`ffmpeg -i input.m4a output.flac\`).`,
-      );
-    }
-    throw new Error(`the optional AAC decoder ${AAC_PACKAGE} could not be loaded: ${reasonOf(error)}`);
-  }
-  const decoder = await module.decoder();
-  return {
-    decode: async (piece) => decoder.decode(piece),
-    flush: async () => decoder.flush(),
-    free: () => decoder.free(),
-  };
-}
-
 function describeHead(bytes: Uint8Array): string {
   const head = bytes.subarray(0, 8);
   const hex = Array.from(head, (b) => b.toString(16).padStart(2, '0')).join(' ');
   const text = Array.from(head, (b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : '.')).join('');
   return `${hex} "${text}"`;
-}
-
-function reasonOf(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  const line = message.split('\n')[0]!.trim();
-  return line.length > 200 ? `${line.slice(0, 200)}…` : line || 'unknown decoder error';
 }
 
 /** Mono by averaging the channels; a mono input is returned as is (no copy). */

@@ -6,7 +6,12 @@
  * numbers (shared machines are noisy).
  *
  *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3]
- *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,embed,llamacpp]
+ *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,embed,llamacpp,qwen3embed]
+ *
+ * The qwen3embed section (a Qwen3-Embedding-0.6B-sized model) runs lserve and
+ * node-llama-cpp direct in child processes of their own, one at a time, so
+ * their resident memory can be compared; alone:
+ *   npx tsx bench/text.ts --skip chat,streams,embed,llamacpp --runs 3
  *
  * LSERVE_LLAMA_BUILD=lastBuild runs both lserve and the direct side on a
  * llama.cpp built for this CPU (see bench/README.md).
@@ -19,7 +24,8 @@ import { Engine } from '../src/core/engine.js';
 import { startServer } from '../src/http/server.js';
 import { directChatRunner, directEmbeddings, loadDirect, type Sampling } from './text/direct.js';
 import { llamaBenchTg, llamaBin, startLlamaServer } from './text/llamacpp.js';
-import { benchChatModel, benchEmbeddingModel } from './text/models.js';
+import { benchChatModel, benchEmbeddingModel, benchQwen3EmbeddingModel } from './text/models.js';
+import { qwen3EmbedRounds } from './text/qwen3embed.js';
 import { concurrentStreams, decodeRate, streamChat, type StreamTiming } from './text/stream.js';
 
 const { values: args } = parseArgs({
@@ -77,15 +83,25 @@ async function alternate(a: () => Promise<StreamTiming>, b: () => Promise<Stream
 
 async function main(): Promise<void> {
   console.log(`lserve text benchmark: ${threads} threads, ${tokens} tokens, ${runs} runs, node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, LSERVE_LLAMA_BUILD=${process.env.LSERVE_LLAMA_BUILD ?? 'prebuilt'}`);
-  const chatFile = benchChatModel();
-  const embedFile = benchEmbeddingModel();
+  // Models are generated (once) only for the sections that run.
+  const inProcess = ['chat', 'streams', 'embed'].some((s) => !skip.has(s));
+  const chatFile = ['chat', 'streams', 'llamacpp'].some((s) => !skip.has(s)) ? benchChatModel() : '';
+  const embedFile = skip.has('embed') ? '' : benchEmbeddingModel();
+  if (inProcess) await inProcessSections(chatFile, embedFile);
+  if (!skip.has('llamacpp')) await llamacppSection(chatFile);
+  if (!skip.has('qwen3embed')) await qwen3EmbedSection();
+}
 
+/** The sections that talk to one lserve server in this process. */
+async function inProcessSections(chatFile: string, embedFile: string): Promise<void> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-'));
   // 4 sequences, like llama-server -np 4 below; an 8-stream run queues the other 4.
   const engine = new Engine({ home, threads, parallel: 4, keepAliveMs: -1, maxQueue: 64 });
-  await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
-  await setDefaults(engine, 'qwen3-synth', { context_size: 2048 });
-  await engine.store.registerLocal(embedFile, { kind: 'embedding', id: 'bge-synth' });
+  if (chatFile) {
+    await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
+    await setDefaults(engine, 'qwen3-synth', { context_size: 2048 });
+  }
+  if (embedFile) await engine.store.registerLocal(embedFile, { kind: 'embedding', id: 'bge-synth' });
   const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {} });
 
   try {
@@ -161,26 +177,71 @@ async function main(): Promise<void> {
     await server.close(); // closes the engine too
     await rm(home, { recursive: true, force: true });
   }
+}
 
-  if (!skip.has('llamacpp')) {
-    const serverBin = llamaBin(args['llama-bin'], 'llama-server');
-    const benchBin = llamaBin(args['llama-bin'], 'llama-bench');
-    console.log(`\nllama.cpp reference (${args['llama-bin']}):`);
-    if (benchBin) row(`llama-bench tg${tokens}`, `${fmt(llamaBenchTg(benchBin, chatFile, threads, tokens))} tok/s`);
-    if (serverBin) {
-      // Single stream with one slot, as a user runs llama-server by default; -np 4 is measured beside lserve above.
-      const ls = await startLlamaServer(serverBin, chatFile, { threads, parallel: 1, port: 18_001, contextPerSlot: 2048 });
-      try {
-        await streamChat(ls.url, chatBody('any'));
-        const single: StreamTiming[] = [];
-        for (let i = 0; i < runs; i++) single.push(await streamChat(ls.url, chatBody('any')));
-        row('llama-server -np 1, 1 stream (stream, HTTP)', `${fmt(median(single.map(decodeRate)))} tok/s`, `TTFT ${fmt(median(single.map((r) => r.ttftMs)), 0)} ms`);
-      } finally {
-        await ls.stop();
-      }
+/** llama.cpp's own tools on the chat model, when built. */
+async function llamacppSection(chatFile: string): Promise<void> {
+  const serverBin = llamaBin(args['llama-bin'], 'llama-server');
+  const benchBin = llamaBin(args['llama-bin'], 'llama-bench');
+  console.log(`\nllama.cpp reference (${args['llama-bin']}):`);
+  if (benchBin) row(`llama-bench tg${tokens}`, `${fmt(llamaBenchTg(benchBin, chatFile, threads, tokens))} tok/s`);
+  if (serverBin) {
+    // Single stream with one slot, as a user runs llama-server by default; -np 4 is measured beside lserve above.
+    const ls = await startLlamaServer(serverBin, chatFile, { threads, parallel: 1, port: 18_001, contextPerSlot: 2048 });
+    try {
+      await streamChat(ls.url, chatBody('any'));
+      const single: StreamTiming[] = [];
+      for (let i = 0; i < runs; i++) single.push(await streamChat(ls.url, chatBody('any')));
+      row('llama-server -np 1, 1 stream (stream, HTTP)', `${fmt(median(single.map(decodeRate)))} tok/s`, `TTFT ${fmt(median(single.map((r) => r.ttftMs)), 0)} ms`);
+    } finally {
+      await ls.stop();
     }
-    if (!serverBin && !benchBin) console.log('  (not built: see bench/README.md, "llama.cpp reference")');
   }
+  if (!serverBin && !benchBin) console.log('  (not built: see bench/README.md, "llama.cpp reference")');
+}
+
+/**
+ * Qwen3-Embedding-0.6B-sized: lserve over HTTP against node-llama-cpp direct
+ * with lserve's own context shape (read from its plan line), each side in a
+ * child process of its own, run after the other, alternated `runs` times.
+ */
+async function qwen3EmbedSection(): Promise<void> {
+  const file = benchQwen3EmbeddingModel();
+  const sizes = [1, 8, 32];
+  const reps = 1;
+  const started = performance.now();
+  // Distinct texts: the load request, the warm-up (4) and each repetition's 1 + 8 + 32.
+  const { lserve, direct, tokens } = await qwen3EmbedRounds(file, { threads, runs, sizes, reps, textCount: 5 + reps * sizes.reduce((a, b) => a + b, 0) });
+  const plan = lserve[0]!;
+  const shape = plan.shape;
+  console.log(
+    `\nEmbeddings, Qwen3-Embedding-0.6B-sized (qwen3, LAST pooling, Q8_0; inputs of ${Math.min(...tokens)}–${Math.max(...tokens)} tokens; ` +
+      `each side in its own process, alternated, median of ${runs}; ${fmt((performance.now() - started) / 1000, 0)} s):`,
+  );
+  console.log(`  lserve's plan: ${plan.planLine?.replace(/^.*context plan: /, '')}`);
+  console.log(`  direct: ${shape.contexts} × createEmbeddingContext({ contextSize: ${shape.contextSize}, batchSize: ${shape.batchSize}, threads: ${shape.threadsPerContext} }) (threads = floor(${threads} / contexts), as loadContextPool)`);
+  const rate = (results: typeof lserve, size: number) => median(results.flatMap((r) => r.rates[size] ?? []));
+  for (const size of sizes) {
+    const label = `${size} input${size > 1 ? 's' : ''}`;
+    const s = rate(lserve, size);
+    const d = rate(direct, size);
+    const cpu = (results: typeof lserve) => `CPU ${fmt(median(results.flatMap((r) => r.cpuMsPerInput[size] ?? [])), 0)} ms/input`;
+    row(`lserve ${label}`, `${fmt(s, 2)} emb/s`, cpu(lserve));
+    row(`direct ${label}`, `${fmt(d, 2)} emb/s`, cpu(direct));
+    row(`ratio lserve / direct, ${label} (target ≥ 1.0)`, fmt(s / d, 2));
+  }
+  const mib = (bytes: number) => `${fmt(bytes / 2 ** 20, 0)} MiB`;
+  const memory = (what: string, pick: (r: (typeof lserve)[number]) => number, note?: (r: (typeof lserve)[number]) => string) => {
+    const s = median(lserve.map(pick));
+    const d = median(direct.map(pick));
+    const noteOf = (results: typeof lserve, value: number) => (note ? note(results.find((r) => pick(r) === value)!) : '');
+    row(`lserve ${what}`, mib(s), noteOf(lserve, s));
+    row(`direct ${what}`, mib(d), noteOf(direct, d));
+    row(`ratio lserve / direct, ${what} (target ≤ 1.0)`, fmt(s / d, 3));
+  };
+  memory('RSS after load + warm-up', (r) => r.afterWarmup.rss, (r) => `anon ${mib(r.afterWarmup.rssAnon)}, file ${mib(r.afterWarmup.rssFile)}; ${mib(r.beforeLoad.rss)} before the load`);
+  memory('peak RSS (maxRSS)', (r) => r.maxRssKiB * 1024);
+  console.log(`  tokens per input evaluated by lserve (usage.prompt_tokens / inputs): ${fmt(median(lserve.map((r) => r.tokensPerInput ?? Number.NaN)), 1)}`);
 }
 
 await main();

@@ -129,6 +129,7 @@ export async function decodeWindow(runtime: WhisperRuntime, window: EncodedWindo
   const suppressed = alwaysSuppressed(vocabulary);
   const decoder = runtime.decoder(window);
   const sampled: number[] = [];
+  const weights = new Float64Array(vocabulary.size);
   let sumLogprob = 0;
   let noSpeechProb = 0;
   try {
@@ -142,9 +143,9 @@ export async function decodeWindow(runtime: WhisperRuntime, window: EncodedWindo
       for (const token of suppressed) filtered[token] = -Infinity;
       if (i === 0) for (const token of vocabulary.beginSuppress) filtered[token] = -Infinity;
       if (options.timestamps) applyTimestampRules(filtered, sampled, vocabulary, i === 0);
-      const token = options.temperature > 0 ? sample(filtered, options.temperature, options.random) : argmax(filtered);
-      if (token === vocabulary.eot) break;
-      sumLogprob += logSoftmaxAt(filtered, token);
+      const { token, logprob } = pick(filtered, options.temperature, options.random, weights);
+      if (token === vocabulary.eot || token < 0) break;
+      sumLogprob += logprob;
       sampled.push(token);
       if (i + 1 < limit) logits = await decoder.next(token);
     }
@@ -192,28 +193,43 @@ export function applyTimestampRules(logits: Float32Array, sampled: readonly numb
   if (max + Math.log(sum) > bestText) logits.fill(-Infinity, 0, begin);
 }
 
-export function argmax(values: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
-  return best;
-}
-
-function sample(logits: Float32Array, temperature: number, random: () => number): number {
+/**
+ * The next token — the likeliest, or sampled at `temperature` — and its log
+ * probability under the filtered logits, in two passes over the vocabulary
+ * (three when sampling), into a reused buffer: this runs once per decoded
+ * token. Token −1 when every logit is filtered out.
+ */
+function pick(logits: Float32Array, temperature: number, random: () => number, weights: Float64Array): { token: number; logprob: number } {
   let max = -Infinity;
-  for (const v of logits) if (v > max) max = v;
-  const weights = new Float64Array(logits.length);
-  let sum = 0;
+  let best = -1;
   for (let i = 0; i < logits.length; i++) {
-    const w = logits[i] === -Infinity ? 0 : Math.exp((logits[i]! - max) / temperature);
-    weights[i] = w;
-    sum += w;
+    if (logits[i]! > max) {
+      max = logits[i]!;
+      best = i;
+    }
   }
-  let r = random() * sum;
-  for (let i = 0; i < weights.length; i++) {
-    r -= weights[i]!;
-    if (r <= 0 && weights[i]! > 0) return i;
+  if (best < 0) return { token: -1, logprob: 0 };
+  let sum = 0;
+  if (temperature > 0) {
+    const inverse = 1 / temperature;
+    let total = 0;
+    for (let i = 0; i < logits.length; i++) {
+      const d = logits[i]! - max;
+      sum += Math.exp(d);
+      total += weights[i] = Math.exp(d * inverse);
+    }
+    let r = random() * total;
+    for (let i = 0; i < logits.length; i++) {
+      r -= weights[i]!;
+      if (r <= 0 && weights[i]! > 0) {
+        best = i;
+        break;
+      }
+    }
+  } else {
+    for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
   }
-  return argmax(logits);
+  return { token: best, logprob: logits[best]! - max - Math.log(sum) };
 }
 
 function logSoftmaxAt(logits: Float32Array, index: number): number {

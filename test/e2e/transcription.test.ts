@@ -108,7 +108,8 @@ describe('POST /v1/audio/transcriptions', () => {
     const started = performance.now();
     const health = await fetch(`${server.url}/health`);
     expect(health.status).toBe(200);
-    expect(performance.now() - started).toBeLessThan(250);
+    // A decode blocking the loop would hold /health for the whole window (seconds); yields keep it to one slice.
+    expect(performance.now() - started).toBeLessThan(500);
     expect((await pending).status).toBe(200);
   });
 

@@ -137,6 +137,7 @@ async function roundTrips(mode: 'empty' | 'copy' | 'transfer', count: number): P
 }
 
 /** Replicas of decodeWindow's private helpers (src/core/tasks/transcribe/whisper.ts), to time them apart. */
+/** The per-token sampling as it was before `pick()` fused it (src/core/tasks/transcribe/whisper.ts), kept to show the difference. */
 function sampleReplica(logits: Float32Array, temperature: number, random: () => number): number {
   let max = -Infinity;
   for (const v of logits) if (v > max) max = v;
@@ -326,8 +327,8 @@ export async function profileSection(report: Report, o: ProfileOptions): Promise
     report.row('step − ORT run (messaging, feeds, row copy in the worker)', `${fmt(step - ortMs, 2)} ms`, `${fmt((100 * (step - ortMs)) / step, 0)} % of the step`);
     report.row('JS per token in decodeWindow (filters + sampling + log-softmax)', `${fmt(js.loopMs - js.copyMs, 2)} ms`, `${fmt((100 * (js.loopMs - js.copyMs)) / (step + js.loopMs - js.copyMs), 0)} % of step + JS; ${js.steps} tokens`);
     report.row('  of which timestamp rules (applyTimestampRules)', `${fmt(js.rulesMs, 3)} ms`);
-    report.row('  of which sample() at T = 0.5 (Float64Array + exp over 51 865)', `${fmt(js.sampleMs, 3)} ms`);
-    report.row('  of which logSoftmaxAt() (2 more passes, exp over 51 865)', `${fmt(js.logSoftmaxMs, 3)} ms`);
+    report.row('  before pick() fused them: sample() at T = 0.5 (replica)', `${fmt(js.sampleMs, 3)} ms`);
+    report.row('  before pick() fused them: logSoftmaxAt() (replica)', `${fmt(js.logSoftmaxMs, 3)} ms`);
     report.row('logits projection alone, fp32 (106 MB of weights per token)', `${fmt(proj.fp32, 2)} ms`, `${fmt((100 * proj.fp32) / ortMs, 0)} % of the ORT step`);
     report.row('logits projection alone, int8 (DynamicQuantizeLinear + MatMulInteger)', `${fmt(proj.int8, 2)} ms`, `saves ${fmt(proj.fp32 - proj.int8, 2)} ms per token`);
     report.row('Silero VAD per 32 ms window, lserve (worker round trip + ORT)', `${fmt(vad.lserve, 3)} ms`, `${fmt((vad.lserve * 1875) / 1000, 2)} s per audio minute`);

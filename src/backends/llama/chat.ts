@@ -17,7 +17,7 @@ import type { Loader, LoadOptions } from '../../core/backend.js';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
-import { getRuntime, loadGguf, runtimeBuild, threadsFor } from './runtime.js';
+import { getRuntime, loadGguf, runtimeBuild, threadsFor, vocabularySize } from './runtime.js';
 import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from './context-plan.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
@@ -230,7 +230,7 @@ export class LlamaChatModel implements ChatModel {
     const entries = Object.entries(request.logitBias ?? {});
     if (entries.length === 0) return undefined;
     const bias = new TokenBias(this.model.tokenizer);
-    const vocab = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? Infinity;
+    const vocab = vocabularySize(this.model) || Infinity;
     for (const [key, value] of entries) {
       const token = Number(key);
       if (!Number.isInteger(token) || token < 0 || token >= vocab) {

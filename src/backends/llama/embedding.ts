@@ -1,7 +1,8 @@
-import type { LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
+import type { LlamaEmbeddingContext, Token } from 'node-llama-cpp';
 import type { Loader } from '../../core/backend.js';
 import type { EmbeddingModel } from '../../core/tasks/embed.js';
 import { loadContextPool, type ContextPool } from './parallel.js';
+import { vocabularySize } from './runtime.js';
 
 /**
  * Embedding models through node-llama-cpp: a pool of embedding contexts on
@@ -9,11 +10,6 @@ import { loadContextPool, type ContextPool } from './parallel.js';
  * declares it (`<arch>.pooling_type`: CLS for BGE, LAST for Qwen3-Embedding,
  * MEAN for nomic…).
  */
-
-/** Vocabulary size, to refuse out-of-range token ids before they reach llama.cpp (which would assert). */
-export function vocabularySize(model: LlamaModel): number {
-  return model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
-}
 
 class LlamaEmbedder implements EmbeddingModel {
   readonly memoryBytes: number;

@@ -3,7 +3,7 @@ import type { LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/backend.js';
 import type { InstalledModel } from '../../core/store.js';
 import { contextBudget, describePlan, estimateContextBytes, planContext, requestedContext } from './context-plan.js';
-import { loadGguf } from './runtime.js';
+import { loadGguf, vocabularySize } from './runtime.js';
 
 /**
  * How the embedding and rerank loaders split the CPU: several contexts of
@@ -138,7 +138,7 @@ export async function loadContextPool<C extends { dispose(): Promise<void> }>(
     const request = requestedContext(installed, options, kind);
     const whole = needsWholeInputInOneBatch(model);
     const causal = isCausal(model);
-    const vocabulary = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+    const vocabulary = vocabularySize(model);
     const plan = await planContext({
       id: installed.id,
       request,

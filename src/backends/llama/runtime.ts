@@ -92,6 +92,11 @@ export function threadsFor(options: LoadOptions): number | undefined {
   return options.threads > 0 ? options.threads : undefined;
 }
 
+/** Tokens in the model's vocabulary (0 when the GGUF does not list them). */
+export function vocabularySize(model: LlamaModel): number {
+  return model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+}
+
 /** llama.cpp's error lines of each load in progress. */
 const loading = new Set<string[]>();
 

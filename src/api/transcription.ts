@@ -17,6 +17,12 @@ export const transcriptionRequestSchema = z.object({
   prompt: z.string().max(10_000).optional(),
   response_format: z.enum(RESPONSE_FORMATS).optional(),
   temperature: z.number().min(0).max(1).optional(),
+  /**
+   * As OpenAI: `word` adds a top-level `words` array ({word, start, end}) to
+   * verbose_json (the other formats have no place for it), and leaves the
+   * segments out unless `segment` is asked for too. Only Whisper exports with
+   * cross-attention outputs can time words; others answer 400.
+   */
   timestamp_granularities: z.array(z.enum(['segment', 'word'])).max(2).optional(),
   /** OpenAI streams transcripts as server-sent events for its newest models; here the WebSocket endpoint streams. */
   stream: z.literal(false).optional(),

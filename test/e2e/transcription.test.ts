@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
+import { tinyWhisperModel, tinyWhisperTimestampedModel } from '../fixtures/onnx/whisper.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
@@ -124,6 +124,7 @@ describe('POST /v1/audio/transcriptions', () => {
     ['a bad response_format', 400, undefined, () => postForm({ model: 'whisper-test', response_format: 'docx' }, { bytes: speech, name: 'a.wav' })],
     ['a temperature out of range', 400, undefined, () => postForm({ model: 'whisper-test', temperature: '3' }, { bytes: speech, name: 'a.wav' })],
     ['word timestamps from an export without cross-attentions', 400, 'unsupported_parameter', () => postForm({ model: 'whisper-test', 'timestamp_granularities[]': ['word', 'segment'] }, { bytes: speech, name: 'a.wav' })],
+    ['word timestamps in verbose_json from an export without cross-attentions', 400, 'unsupported_parameter', () => postForm({ model: 'whisper-test', response_format: 'verbose_json', 'timestamp_granularities[]': 'word' }, { bytes: speech, name: 'a.wav' })],
     ['a malformed data URI', 400, 'invalid_base64', () => fetch(`${server.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'whisper-test', audio: 'data:audio/wav;base64,@@@' }) })],
   ] as const)('%s → %i', async (_name, status, code, send) => {
     const res = await send();
@@ -134,6 +135,107 @@ describe('POST /v1/audio/transcriptions', () => {
     expect(JSON.stringify(body)).not.toMatch(/at .*\.(ts|js):\d+/);
   });
 });
+
+describe('word timestamps (timestamp_granularities[]=word)', () => {
+  // The same weights exported with cross_attentions.{i}, on a server of its own (the one above keeps a single ASR model installed).
+  let timestamped: TestServer;
+  let tsClient: OpenAI;
+
+  beforeAll(async () => {
+    timestamped = await startTestServer();
+    await timestamped.engine.store.registerDirectory(await tinyWhisperTimestampedModel(), { kind: 'asr', id: 'whisper-ts' });
+    tsClient = new OpenAI({ baseURL: `${timestamped.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+
+  afterAll(async () => {
+    await timestamped?.stop();
+  });
+
+  type Verbose = { text: string; duration: number; words?: Array<{ word: string; start: number; end: number }>; segments?: Array<{ start: number; end: number; text: string; seek: number }> };
+
+  /** Every word non-empty, in order, never overlapping the previous, inside the audio; together they spell the text. */
+  function expectWellFormedWords(body: Verbose): void {
+    const words = body.words!;
+    expect(words.length).toBeGreaterThan(0);
+    let previousEnd = 0;
+    for (const w of words) {
+      expect(Object.keys(w).sort()).toEqual(['end', 'start', 'word']);
+      expect(w.word.trim()).toBe(w.word);
+      expect(w.word.length).toBeGreaterThan(0);
+      expect(w.start).toBeGreaterThanOrEqual(previousEnd);
+      expect(w.end).toBeGreaterThanOrEqual(w.start);
+      expect(w.end).toBeLessThanOrEqual(body.duration + 1e-6);
+      previousEnd = w.end;
+    }
+    const squash = (text: string) => text.replace(/\s+/g, '');
+    expect(squash(words.map((w) => w.word).join(''))).toBe(squash(body.text));
+  }
+
+  it('answers verbose_json with words (and no segments when only words are asked for), through the OpenAI client', async () => {
+    const res = await tsClient.audio.transcriptions.create({
+      file: await toFile(speech, 'speech.wav'),
+      model: 'whisper-ts',
+      language: 'en',
+      response_format: 'verbose_json',
+      timestamp_granularities: ['word'],
+      ...FAST,
+    });
+    const body = res as unknown as Verbose;
+    expect(body.text.length).toBeGreaterThan(0);
+    expectWellFormedWords(body);
+    expect(body.segments).toBeUndefined();
+    // The timestamped export is the same model: collecting attention leaves the transcript as it was.
+    const plain = (await client.audio.transcriptions.create({ file: await toFile(speech, 'speech.wav'), model: 'whisper-test', language: 'en', response_format: 'verbose_json', ...FAST })) as unknown as Verbose;
+    expect(body.text).toBe(plain.text);
+  });
+
+  it('gives words and segments when both are asked for, each word inside a segment', async () => {
+    const res = await postFormTo(timestamped, { model: 'whisper-ts', language: 'en', response_format: 'verbose_json', temperature: '0.5', 'timestamp_granularities[]': ['word', 'segment'] }, speech);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Verbose;
+    expectWellFormedWords(body);
+    const segments = body.segments!;
+    expect(segments.length).toBeGreaterThan(0);
+    for (const w of body.words!) expect(segments.some((s) => s.start <= w.start && w.end <= s.end)).toBe(true);
+  });
+
+  it('times words across 30 s windows, offset by each window’s start', async () => {
+    const pcm = speech.subarray(44);
+    const repeats = Math.ceil((40 * 32_000) / pcm.length);
+    const long = Buffer.concat([wavHeader(repeats * pcm.length), ...Array.from({ length: repeats }, () => pcm)]);
+    const res = await postFormTo(timestamped, { model: 'whisper-ts', language: 'en', response_format: 'verbose_json', temperature: '0.5', 'timestamp_granularities[]': ['word', 'segment'] }, long);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Verbose;
+    expectWellFormedWords(body);
+    const later = body.segments!.filter((s) => s.seek > 0);
+    expect(later.length).toBeGreaterThan(0);
+    expect(body.words!.some((w) => w.start >= later[0]!.start)).toBe(true);
+  }, 120_000);
+
+  it('leaves words out of the other formats, as OpenAI does', async () => {
+    const json = await postFormTo(timestamped, { model: 'whisper-ts', language: 'en', temperature: '0.5', 'timestamp_granularities[]': 'word' }, speech);
+    expect(json.status).toBe(200);
+    expect(Object.keys((await json.json()) as object).sort()).toEqual(['duration', 'language', 'text']);
+    const srt = await postFormTo(timestamped, { model: 'whisper-ts', language: 'en', temperature: '0.5', response_format: 'srt', 'timestamp_granularities[]': 'word' }, speech);
+    expect(srt.status).toBe(200);
+    expect(await srt.text()).toMatch(/^1\n\d\d:\d\d:\d\d,\d{3} --> /);
+  });
+
+  it('says which exports have word timestamps when the model has none', async () => {
+    const res = await postForm({ model: 'whisper-test', response_format: 'verbose_json', 'timestamp_granularities[]': 'word' }, { bytes: speech, name: 'a.wav' });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { message: string; param: string } };
+    expect(body.error.param).toBe('timestamp_granularities');
+    expect(body.error.message).toMatch(/_timestamped/);
+  });
+});
+
+async function postFormTo(target: TestServer, fields: Record<string, string | string[]>, audio: Uint8Array): Promise<Response> {
+  const form = new FormData();
+  form.append('file', new Blob([audio]), 'speech.wav');
+  for (const [key, value] of Object.entries(fields)) for (const v of [value].flat()) form.append(key, v);
+  return fetch(`${target.url}/v1/audio/transcriptions`, { method: 'POST', body: form });
+}
 
 describe('GET /v1/audio/info', () => {
   it("lists a Whisper model's language codes from its generation config, in its order", async () => {

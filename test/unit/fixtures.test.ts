@@ -45,7 +45,7 @@ afterAll(async () => {
 describe('npm run fixtures -- DIR', () => {
   it('prints one "<path> <kind>" line per synthetic model, each written into DIR', () => {
     expect(lines.map((l) => path.basename(l.path))).toEqual(FIXTURE_MODELS.map((m) => m.name));
-    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr-stream']);
+    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream']);
     for (const line of lines) {
       expect(MODEL_KINDS).toContain(line.kind);
       expect(path.dirname(line.path)).toBe(path.join(tmp, 'models'));
@@ -65,7 +65,7 @@ describe('npm run fixtures -- DIR', () => {
         await store.registerLocal(line.path, { kind: line.kind });
       }
     }
-    expect(layouts).toEqual({ 'synthetic-ppocr-v5': 'ppocr-v5-server', 'synthetic-whisper-tiny': 'whisper-tiny', 'synthetic-zipformer-streaming': 'zipformer-en-streaming' });
+    expect(layouts).toEqual({ 'synthetic-ppocr-v5': 'ppocr-v5-server', 'synthetic-whisper-tiny': 'whisper-tiny', 'synthetic-whisper-tiny-timestamped': 'whisper-tiny', 'synthetic-zipformer-streaming': 'zipformer-en-streaming' });
     const installed = (await store.list()).filter((m) => m.source === 'local');
     expect(installed.map((m) => [m.id, m.entry.kind, m.entry.backend])).toEqual([
       ['synthetic-bge-embedding', 'embedding', 'llama'],
@@ -74,6 +74,7 @@ describe('npm run fixtures -- DIR', () => {
       ['synthetic-qwen3-chat', 'chat', 'llama'],
       ['synthetic-qwen3-embedding', 'embedding', 'llama'],
       ['synthetic-whisper-tiny', 'asr', 'onnx'],
+      ['synthetic-whisper-tiny-timestamped', 'asr', 'onnx'],
       ['synthetic-zipformer-streaming', 'asr-stream', 'onnx'],
     ]);
     const whisper = installed.find((m) => m.id === 'synthetic-whisper-tiny')!;

@@ -16,6 +16,12 @@ import { SileroVad } from './silero-vad.js';
  * logits, present.*). Both run in worker threads; a window's encoder states
  * are sent to the decoder's worker once and every decode's KV cache stays
  * there, so a step sends one token id and gets back one row of logits.
+ *
+ * The "_timestamped" exports also output each layer's cross-attention
+ * weights, `cross_attentions.{layer}` [1, heads, new tokens, 1500]. For word
+ * timestamps a decode fetches, of those, only the alignment heads
+ * (generation_config.json `alignment_heads`) at the last new position: per
+ * step, one row of 1500 floats per alignment head.
  */
 
 interface GenerationConfig {
@@ -27,6 +33,8 @@ interface GenerationConfig {
   suppress_tokens?: number[];
   begin_suppress_tokens?: number[];
   max_initial_timestamp_index?: number;
+  /** [layer, head] pairs whose cross-attention follows the audio in time. */
+  alignment_heads?: number[][];
 }
 
 interface ModelConfig {
@@ -35,6 +43,13 @@ interface ModelConfig {
   num_mel_bins?: number;
   max_target_positions?: number;
   vocab_size?: number;
+  median_filter_width?: number;
+}
+
+/** Which heads to read, per cross_attentions output: the output's dim 1 is the head. */
+interface AttentionLayer {
+  output: string;
+  heads: number[];
 }
 
 let nextName = 0;
@@ -68,11 +83,49 @@ class OnnxWhisperWindow implements EncodedWindow {
 class OnnxWhisperDecoder implements WhisperDecoder {
   private readonly prefix = `d${nextName++}:`;
   private started = false;
+  /** Per call, the alignment heads' rows (views into the fetched outputs, no copies). */
+  private readonly rows: Float32Array[][] | undefined;
 
   constructor(
     private readonly model: OnnxWhisper,
     private readonly window: OnnxWhisperWindow,
-  ) {}
+    collectAttention: boolean,
+  ) {
+    this.rows = collectAttention ? [] : undefined;
+  }
+
+  attention(): Float32Array[][] | undefined {
+    return this.rows;
+  }
+
+  /** The outputs to fetch and, of the attention outputs, only the alignment heads (picked in the worker). */
+  private fetches(logitRows: readonly number[]): { fetch: string[]; rows: Record<string, readonly number[]> } {
+    const fetch = ['logits'];
+    const rows: Record<string, readonly number[]> = { logits: logitRows };
+    if (this.rows) {
+      for (const layer of this.model.attentionLayers) {
+        fetch.push(layer.output);
+        rows[layer.output] = layer.heads;
+      }
+    }
+    return { fetch, rows };
+  }
+
+  /** Keeps, of each fetched [1, alignment heads, positions, frames] output, the last position's row per head. */
+  private collect(out: Record<string, Tensor>): void {
+    if (!this.rows) return;
+    const row: Float32Array[] = [];
+    for (const layer of this.model.attentionLayers) {
+      const { data, dims } = out[layer.output] as Tensor<'float32'>;
+      const positions = dims[2]!;
+      const frames = dims[3]!;
+      for (let h = 0; h < layer.heads.length; h++) {
+        const at = (h * positions + positions - 1) * frames;
+        row.push(data.subarray(at, at + frames));
+      }
+    }
+    this.rows.push(row);
+  }
 
   async start(tokens: readonly number[], rows: readonly number[]): Promise<Float32Array[]> {
     const { feed, keep: keepInputs } = this.window.feed();
@@ -86,7 +139,8 @@ class OnnxWhisperDecoder implements WhisperDecoder {
       }
     }
     this.started = true;
-    const out = await this.model.decoderSession.runWith(feeds, { fetch: ['logits'], keep, keepInputs, rows: { logits: rows } });
+    const out = await this.model.decoderSession.runWith(feeds, { ...this.fetches(rows), keep, keepInputs });
+    this.collect(out);
     const logits = out.logits!.data as Float32Array;
     const size = this.model.vocabulary.size;
     return rows.map((_, i) => logits.subarray(i * size, (i + 1) * size));
@@ -100,7 +154,8 @@ class OnnxWhisperDecoder implements WhisperDecoder {
       // The encoder's K/V never change after the first step (the cache branch returns them empty): only the self-attention cache grows.
       for (const part of ['decoder.key', 'decoder.value']) keep[`present.${i}.${part}`] = `${this.prefix}${i}.${part}`;
     }
-    const out = await this.model.decoderSession.runWith(feeds, { fetch: ['logits'], keep, rows: { logits: [0] } });
+    const out = await this.model.decoderSession.runWith(feeds, { ...this.fetches([0]), keep });
+    this.collect(out);
     return out.logits!.data as Float32Array;
   }
 
@@ -117,6 +172,9 @@ export class OnnxWhisper implements WhisperRuntime {
   readonly crossAttentions: boolean;
   readonly layers: number;
   readonly headDim: number;
+  /** The alignment heads, grouped by cross_attentions output; empty when the export has none. */
+  readonly attentionLayers: readonly AttentionLayer[];
+  readonly medianFilterWidth: number;
 
   constructor(
     readonly encoderSession: OnnxSession,
@@ -129,10 +187,14 @@ export class OnnxWhisper implements WhisperRuntime {
     dModel: number,
     readonly memoryBytes: number,
     readonly vad: SileroVad,
+    alignment: { heads?: number[][]; medianFilterWidth?: number } = {},
   ) {
     this.layers = decoderSession.inputNames.filter((n) => /^past_key_values\.\d+\.decoder\.key$/.test(n)).length;
     this.headDim = dModel / heads;
-    this.crossAttentions = decoderSession.outputNames.some((n) => n.startsWith('cross_attentions'));
+    this.attentionLayers = attentionLayers(decoderSession.outputNames, alignment.heads, this.layers, heads);
+    this.crossAttentions = this.attentionLayers.length > 0;
+    const width = alignment.medianFilterWidth;
+    this.medianFilterWidth = width !== undefined && Number.isInteger(width) && width > 0 && width % 2 === 1 ? width : 7;
   }
 
   async encode(features: Float32Array): Promise<EncodedWindow> {
@@ -141,8 +203,8 @@ export class OnnxWhisper implements WhisperRuntime {
     return new OnnxWhisperWindow(this.decoderSession, out.last_hidden_state!);
   }
 
-  decoder(window: EncodedWindow): WhisperDecoder {
-    return new OnnxWhisperDecoder(this, window as OnnxWhisperWindow);
+  decoder(window: EncodedWindow, options: { attention?: boolean } = {}): WhisperDecoder {
+    return new OnnxWhisperDecoder(this, window as OnnxWhisperWindow, Boolean(options.attention) && this.crossAttentions);
   }
 
   encodeText(text: string): number[] {
@@ -156,6 +218,23 @@ export class OnnxWhisper implements WhisperRuntime {
   async dispose(): Promise<void> {
     await Promise.all([this.encoderSession.release(), this.decoderSession.release(), this.vad.release()]);
   }
+}
+
+/**
+ * The alignment heads the export can give, grouped by layer output. Pairs
+ * outside the model are dropped; without any, openai/whisper's default: every
+ * head of the second half of the decoder layers. None when the decoder has no
+ * cross_attentions outputs.
+ */
+export function attentionLayers(outputs: readonly string[], pairs: readonly number[][] | undefined, layers: number, heads: number): AttentionLayer[] {
+  if (!outputs.some((name) => name.startsWith('cross_attentions.'))) return [];
+  const valid = (pairs ?? []).filter((p) => p.length === 2 && p.every(Number.isInteger) && p[0]! >= 0 && p[0]! < layers && p[1]! >= 0 && p[1]! < heads);
+  const chosen = valid.length > 0 ? valid : Array.from({ length: layers - Math.floor(layers / 2) }, (_, i) => Array.from({ length: heads }, (_, h) => [Math.floor(layers / 2) + i, h])).flat();
+  const byLayer = new Map<number, Set<number>>();
+  for (const [layer, head] of chosen) byLayer.set(layer!, (byLayer.get(layer!) ?? new Set()).add(head!));
+  const groups = [...byLayer].sort(([a], [b]) => a - b).map(([layer, set]) => ({ output: `cross_attentions.${layer}`, heads: [...set].sort((a, b) => a - b) }));
+  // An export that lacks a needed layer's output cannot align: treat it as having none.
+  return groups.every((g) => outputs.includes(g.output)) ? groups : [];
 }
 
 /** The special ids, from generation_config.json and the tokenizer's added tokens. */
@@ -215,7 +294,10 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<On
   const sizes = await Promise.all([files.encoder, files.decoder].map(async (f) => (await stat(f)).size));
   // ORT holds the weights plus working buffers: about twice the files.
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
-  return new OnnxWhisper(encoder, decoder, tokenizer, vocabulary, new LogMel({ ...WHISPER_MEL, nMels }), config.max_target_positions ?? 448, heads, dModel, memoryBytes, vad);
+  return new OnnxWhisper(encoder, decoder, tokenizer, vocabulary, new LogMel({ ...WHISPER_MEL, nMels }), config.max_target_positions ?? 448, heads, dModel, memoryBytes, vad, {
+    heads: generation.alignment_heads,
+    medianFilterWidth: config.median_filter_width,
+  });
 }
 
 export const whisperLoader: Loader<OnnxWhisper> = { load };

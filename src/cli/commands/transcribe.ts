@@ -21,6 +21,7 @@ interface TranscribeFlags {
   output?: string;
   threads?: string;
   stream?: boolean;
+  wordTimestamps?: boolean;
 }
 
 export function transcribeCommand(): Command {
@@ -33,6 +34,7 @@ export function transcribeCommand(): Command {
     .option('--prompt <text>', 'text that guides spelling and style (names, terms)')
     .option('--temperature <t>', 'sampling temperature 0–1 (0: greedy with fallback)')
     .option('-o, --output <file>', 'write the result to a file instead of stdout (one input)')
+    .option('--word-timestamps', 'also time every word (--format verbose_json; a "-timestamped" Whisper model)')
     .option('--threads <n>', 'CPU threads for inference (0 = all cores)')
     .option('--stream', 'live captions: raw PCM16 LE 16 kHz mono on stdin, partials updated in place, finals on their own lines (a streaming model)')
     .addHelpText(
@@ -55,6 +57,7 @@ export function transcribeCommand(): Command {
       if (temperature !== undefined && !(temperature >= 0 && temperature <= 1)) throw new CliError(`--temperature must be between 0 and 1, got '${flags.temperature}'`, EXIT_USAGE);
       const inputs = await expandInputs(patterns);
       if (flags.output && inputs.length > 1) throw new CliError('-o/--output takes one input', EXIT_USAGE);
+      if (flags.wordTimestamps && flags.format !== 'verbose_json') throw new CliError('--word-timestamps needs --format verbose_json (the only format with words)', EXIT_USAGE);
       const engine = createEngine(globalOptions(command), { threads: flags.threads });
       let failed = 0;
       try {
@@ -65,7 +68,7 @@ export function transcribeCommand(): Command {
             bar?.start(1, 0);
             const result = await transcribe(
               engine,
-              { model: flags.model, audio, param: input, language: flags.language, prompt: flags.prompt, temperature, onProgress: (done, total) => bar?.update(done / total) },
+              { model: flags.model, audio, param: input, language: flags.language, prompt: flags.prompt, temperature, wordTimestamps: flags.wordTimestamps, onProgress: (done, total) => bar?.update(done / total) },
               new AbortController().signal,
             );
             bar?.stop();
@@ -75,7 +78,7 @@ export function transcribeCommand(): Command {
           } catch (error) {
             bar?.stop();
             // A model problem is fatal for every file; a bad file only for itself.
-            if (isLserveError(error) && (error.code === 'model_not_found' || error.code === 'wrong_model_kind' || error.param === 'model')) throw error;
+            if (isLserveError(error) && (error.code === 'model_not_found' || error.code === 'wrong_model_kind' || error.param === 'model' || error.param === 'timestamp_granularities')) throw error;
             failed++;
             process.stderr.write(`lserve: ${input}: ${(error as Error).message}\n`);
           }

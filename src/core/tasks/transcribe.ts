@@ -24,8 +24,6 @@ export interface TranscribeRequest extends Omit<LongformOptions, 'onProgress'> {
   audio: Uint8Array;
   /** Request field named in audio errors. */
   param?: string;
-  /** Timestamps per word as well as per segment. */
-  wordTimestamps?: boolean;
   keepAliveMs?: number;
   onProgress?: (done: number, total: number) => void;
 }
@@ -65,12 +63,12 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
     model,
     ['asr'],
     async (runtime, installed) => {
-      if (request.wordTimestamps) {
-        // Word times need the decoder's cross-attention weights aligned to the audio (DTW over the alignment heads).
-        const why = runtime.crossAttentions
-          ? `aligning words with '${installed.id}''s cross-attentions is not implemented in this version`
-          : `they need a model export with cross-attention outputs (the "_timestamped" Whisper exports); '${installed.id}' has none`;
-        throw new UnsupportedError(`Word timestamps are not available: ${why}. Ask for timestamp_granularities=segment.`, { param: 'timestamp_granularities' });
+      if (request.wordTimestamps && !runtime.crossAttentions) {
+        // Word times come from the decoder's cross-attention weights (DTW over the alignment heads): an export without them cannot give any.
+        throw new UnsupportedError(
+          `Word timestamps need a Whisper export with cross-attention outputs (the "_timestamped" exports, e.g. \`lserve pull whisper-base-timestamped\`); '${installed.id}' has none (segment timestamps work with every model).`,
+          { param: 'timestamp_granularities' },
+        );
       }
       const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples)) : undefined;
       const result = await transcribeSamples(runtime, audio.samples, { ...request, regions }, signal);

@@ -17,6 +17,8 @@ export function transcriptionRouter(ctx: ServerContext): Router {
     const signal = requestSignal(req, res, ctx.shutdown);
     const body = parseRequest(transcriptionRequestSchema, req.file ? multipartFields(req.body) : req.body);
     const { audio, param } = await audioFrom(req, body, ctx, signal);
+    const format = body.response_format ?? 'json';
+    const granularities = body.timestamp_granularities ?? [];
     const result = await transcribe(
       ctx.engine,
       {
@@ -26,12 +28,14 @@ export function transcriptionRouter(ctx: ServerContext): Router {
         language: body.language,
         prompt: body.prompt,
         temperature: body.temperature,
-        wordTimestamps: body.timestamp_granularities?.includes('word'),
+        // Asked of a model that cannot time words this is a 400 in any format; only verbose_json shows them.
+        wordTimestamps: granularities.includes('word'),
         keepAliveMs: body.keep_alive,
       },
       signal,
     );
-    const formatted = formatTranscription(result, body.response_format ?? 'json');
+    // As OpenAI: verbose_json carries `words` when asked for, and its segments unless only words were asked for.
+    const formatted = formatTranscription(result, format, { segments: granularities.includes('segment') || !granularities.includes('word') });
     res.type(formatted.contentType).send(formatted.body);
   });
 

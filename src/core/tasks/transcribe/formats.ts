@@ -13,12 +13,30 @@ export interface FormattedTranscription {
   body: string;
 }
 
-export function formatTranscription(result: Transcription, format: ResponseFormat, task: 'transcribe' | 'translate' = 'transcribe'): FormattedTranscription {
+export interface FormatOptions {
+  task?: 'transcribe' | 'translate';
+  /** verbose_json lists the segments (default); OpenAI leaves them out when only word timestamps were asked for. */
+  segments?: boolean;
+}
+
+/**
+ * The body of one response format. `words` (when the result has them) appear
+ * only in verbose_json, at its top level, as OpenAI's `words` array; the
+ * other formats have no place for them.
+ */
+export function formatTranscription(result: Transcription, format: ResponseFormat, options: FormatOptions = {}): FormattedTranscription {
   switch (format) {
     case 'json':
       return json({ text: result.text, language: result.language, duration: result.duration });
     case 'verbose_json':
-      return json({ task, language: result.language, duration: result.duration, text: result.text, segments: result.segments });
+      return json({
+        task: options.task ?? 'transcribe',
+        language: result.language,
+        duration: result.duration,
+        text: result.text,
+        ...(result.words ? { words: result.words } : {}),
+        ...(options.segments === false ? {} : { segments: result.segments }),
+      });
     case 'text':
       return { contentType: 'text/plain; charset=utf-8', body: `${result.text}\n` };
     case 'srt':

@@ -1,6 +1,7 @@
 import { InvalidRequestError } from '../../errors.js';
 import { compressionRatio, splitWindow, type Segment } from './segments.js';
 import { decodeWindow, detectLanguage, type DecodeResult, type WhisperRuntime } from './whisper.js';
+import { windowWords, type Word } from './word-times.js';
 
 /**
  * Whisper's long-form loop (openai/whisper's transcribe): 16 kHz samples in,
@@ -25,6 +26,8 @@ export interface LongformOptions {
    * each at most a window long); the rest is silence and skipped. Absent: all of it.
    */
   regions?: ReadonlyArray<{ start: number; end: number }>;
+  /** Time every word too (needs runtime.crossAttentions). */
+  wordTimestamps?: boolean;
   onProgress?: (done: number, total: number) => void;
 }
 
@@ -34,6 +37,8 @@ export interface Transcription {
   /** Seconds of audio. */
   duration: number;
   segments: Segment[];
+  /** With wordTimestamps: every word, in order, inside its segment's bounds. */
+  words?: Word[];
 }
 
 const SAMPLE_RATE = 16_000;
@@ -69,6 +74,7 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
   const totalFrames = regions.reduce((sum, r) => sum + Math.max(0, r.to - r.from), 0);
   const windowFrames = mel.frames;
   const segments: Segment[] = [];
+  const words: Word[] | undefined = request.wordTimestamps ? [] : undefined;
   let prompt = request.prompt ? runtime.encodeText(` ${request.prompt.trim()}`) : [];
   let done = 0;
   for (const region of regions) {
@@ -81,7 +87,7 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
       let result: DecodeResult | undefined;
       try {
         if (language === undefined) language = (await detectLanguage(runtime, window)).code;
-        const base = { language: vocabulary.languages.get(language) ?? -1, task, timestamps: true, prompt, random, signal } as const;
+        const base = { language: vocabulary.languages.get(language) ?? -1, task, timestamps: true, prompt, random, signal, attention: words !== undefined } as const;
         for (const temperature of temperatures) {
           result = await decodeWindow(runtime, window, { ...base, temperature });
           const text = runtime.decodeText(result.tokens.filter((t) => t < vocabulary.timestampBegin));
@@ -95,10 +101,15 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
       let advance = frames;
       if (!isSilence(result!)) {
         const split = splitWindow(result!.tokens, vocabulary, (seek * HOP) / SAMPLE_RATE, frames);
+        // Each span's segment, or its own bounds where it has no text (its tokens still count for word positions).
+        const bounds: Array<{ tokens: number[]; start: number; end: number }> = [];
         for (const span of split.spans) {
           const text = runtime.decodeText(span.tokens).trim();
-          if (text === '') continue;
-          segments.push({
+          if (text === '') {
+            bounds.push(span);
+            continue;
+          }
+          const segment: Segment = {
             id: segments.length,
             seek,
             start: round(span.start),
@@ -109,7 +120,27 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
             avg_logprob: result!.avgLogprob,
             compression_ratio: compressionRatio(text),
             no_speech_prob: result!.noSpeechProb,
-          });
+          };
+          segments.push(segment);
+          bounds.push(segment);
+        }
+        if (words && result!.attention && split.spans.length > 0) {
+          const perSegment = await windowWords(
+            {
+              decoded: result!.tokens,
+              attention: result!.attention,
+              // The encoder halves the mel frames: attention beyond the audio is padding.
+              frames: Math.max(1, Math.floor(frames / 2)),
+              offset: (seek * HOP) / SAMPLE_RATE,
+              spans: bounds,
+              timestampBegin: vocabulary.timestampBegin,
+              language,
+              filterWidth: runtime.medianFilterWidth,
+              after: words.at(-1)?.end,
+            },
+            (tokens) => runtime.decodeText(tokens),
+          );
+          words.push(...perSegment.flat());
         }
         // Condition the next window on this one's text, unless it was sampled hot (whisper's rule).
         prompt = result!.temperature < 0.5 ? [...prompt, ...result!.tokens.filter((t) => t < vocabulary.timestampBegin)] : [];
@@ -125,6 +156,7 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
     language: language ?? 'en',
     duration: samples.length / SAMPLE_RATE,
     segments,
+    ...(words ? { words } : {}),
   };
 }
 

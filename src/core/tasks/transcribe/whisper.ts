@@ -1,5 +1,6 @@
 import type { LogMel } from '../../../audio/mel.js';
 import type { LoadedModel } from '../../backend.js';
+import type { AttentionRows } from './word-times.js';
 
 /**
  * What the Whisper decoding loop needs from a runtime (backends/onnx/whisper.ts
@@ -38,6 +39,12 @@ export interface WhisperDecoder {
   next(token: number): Promise<Float32Array>;
   /** Frees the cache the runtime held for this decode. */
   close(): Promise<void>;
+  /**
+   * With `attention` asked of runtime.decoder(): the alignment heads'
+   * cross-attention rows collected so far, one per start()/next() call — the
+   * row of the last position it evaluated, whose logits choose the next token.
+   */
+  attention?(): AttentionRows | undefined;
 }
 
 /** One window's encoder output, held by the runtime until released. */
@@ -50,12 +57,15 @@ export interface WhisperRuntime extends LoadedModel {
   readonly mel: LogMel;
   /** Tokens the decoder attends to at most (n_text_ctx, 448). */
   readonly textContext: number;
-  /** Whether the export has cross-attention outputs (needed for word timestamps). */
+  /** Whether the export has cross-attention outputs for its alignment heads (needed for word timestamps). */
   readonly crossAttentions: boolean;
+  /** Width of the median filter over the alignment heads' attention (config.json median_filter_width, 7). */
+  readonly medianFilterWidth?: number;
   /** Voice activity detection: speech probability per 32 ms (512 samples at 16 kHz). */
   readonly vad?: { probabilities(samples: Float32Array): Promise<Float32Array> };
   encode(features: Float32Array): Promise<EncodedWindow>;
-  decoder(window: EncodedWindow): WhisperDecoder;
+  /** A decode of `window`; with `attention` (only where crossAttentions) it collects the alignment heads' rows. */
+  decoder(window: EncodedWindow, options?: { attention?: boolean }): WhisperDecoder;
   encodeText(text: string): number[];
   decodeText(tokens: readonly number[]): string;
 }
@@ -69,6 +79,8 @@ export interface DecodeOptions {
   prompt: readonly number[];
   random: () => number;
   signal: AbortSignal;
+  /** Collect the alignment heads' cross-attention of every decoded token (for word timestamps). */
+  attention?: boolean;
 }
 
 export interface DecodeResult {
@@ -77,6 +89,8 @@ export interface DecodeResult {
   avgLogprob: number;
   noSpeechProb: number;
   temperature: number;
+  /** With DecodeOptions.attention: row k is the attention that chose token k (one more for the end of text, when it was reached). */
+  attention?: AttentionRows;
 }
 
 /** Tokens a window may sample: half the text context, as openai/whisper does. */
@@ -127,7 +141,7 @@ export async function decodeWindow(runtime: WhisperRuntime, window: EncodedWindo
   const { tokens: prompt, sotIndex } = initialTokens(vocabulary, options, runtime.textContext);
   const limit = Math.min(sampleLength(runtime), runtime.textContext - prompt.length);
   const suppressed = alwaysSuppressed(vocabulary);
-  const decoder = runtime.decoder(window);
+  const decoder = runtime.decoder(window, { attention: options.attention });
   const sampled: number[] = [];
   const weights = new Float64Array(vocabulary.size);
   let sumLogprob = 0;
@@ -152,7 +166,8 @@ export async function decodeWindow(runtime: WhisperRuntime, window: EncodedWindo
   } finally {
     await decoder.close();
   }
-  return { tokens: sampled, avgLogprob: sumLogprob / (sampled.length + 1), noSpeechProb, temperature: options.temperature };
+  const attention = options.attention ? decoder.attention?.() : undefined;
+  return { tokens: sampled, avgLogprob: sumLogprob / (sampled.length + 1), noSpeechProb, temperature: options.temperature, ...(attention ? { attention } : {}) };
 }
 
 /** openai/whisper's default suppressed set: the model's list plus task and start tokens. */

@@ -43,6 +43,8 @@ const entrySchema = z.strictObject({
   }),
   /** Kind-specific defaults (context size, sample rate, voices, languages, …). */
   defaults: z.record(z.string(), z.unknown()).default({}),
+  /** Files keep their repo paths under the model's folder (a runtime reads a folder of them as a tree, e.g. espeak-ng's data). */
+  keep_paths: z.boolean().optional(),
 });
 export type CatalogEntry = z.infer<typeof entrySchema>;
 

@@ -387,14 +387,14 @@ function isInside(dir: string, file: string): boolean {
 /**
  * Local names of a model's files, keyed by role. Basenames when they are
  * distinct (the common case); when two files share a basename (e.g. ONNX
- * exports with `unet/model.onnx` and `vae_decoder/model.onnx`) every file
- * keeps its repo-relative path instead, so external-data files stay next to
- * the graph that references them.
+ * exports with `unet/model.onnx` and `vae_decoder/model.onnx`), or the entry
+ * says `keep_paths` (a voice's espeak-ng-data tree), every file keeps its
+ * repo-relative path instead, so files stay where the runtime looks for them.
  */
 export function localFileNames(entry: CatalogEntry): Record<string, string> {
   const roles = Object.entries(entry.files);
   const flat = roles.map(([role, spec]) => fileNameOf(spec, role));
-  const nested = new Set(flat).size !== flat.length;
+  const nested = entry.keep_paths === true || new Set(flat).size !== flat.length;
   const names: Record<string, string> = {};
   roles.forEach(([role, spec], i) => {
     names[role] = nested ? relativePathOf(spec, role) : flat[i]!;

@@ -45,7 +45,7 @@ afterAll(async () => {
 describe('npm run fixtures -- DIR', () => {
   it('prints one "<path> <kind>" line per synthetic model, each written into DIR', () => {
     expect(lines.map((l) => path.basename(l.path))).toEqual(FIXTURE_MODELS.map((m) => m.name));
-    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream']);
+    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts']);
     for (const line of lines) {
       expect(MODEL_KINDS).toContain(line.kind);
       expect(path.dirname(line.path)).toBe(path.join(tmp, 'models'));
@@ -65,14 +65,24 @@ describe('npm run fixtures -- DIR', () => {
         await store.registerLocal(line.path, { kind: line.kind });
       }
     }
-    expect(layouts).toEqual({ 'synthetic-ppocr-v5': 'ppocr-v5-server', 'synthetic-whisper-tiny': 'whisper-tiny', 'synthetic-whisper-tiny-timestamped': 'whisper-tiny', 'synthetic-zipformer-streaming': 'zipformer-en-streaming' });
+    expect(layouts).toEqual({ 'synthetic-ppocr-v5': 'ppocr-v5-server', 'synthetic-whisper-tiny': 'whisper-tiny', 'synthetic-whisper-tiny-timestamped': 'whisper-tiny', 'synthetic-zipformer-streaming': 'zipformer-en-streaming',
+      'synthetic-piper-voice': 'piper-en-lessac',
+      // CustomVoice and VoiceDesign exports have the same files: the first layout wins, and config.json tells the modes apart.
+      'synthetic-qwen3-tts-customvoice': 'qwen3-tts-customvoice',
+      'synthetic-qwen3-tts-voicedesign': 'qwen3-tts-customvoice',
+      'synthetic-qwen3-tts-base': 'qwen3-tts-voiceclone',
+    });
     const installed = (await store.list()).filter((m) => m.source === 'local');
     expect(installed.map((m) => [m.id, m.entry.kind, m.entry.backend])).toEqual([
       ['synthetic-bge-embedding', 'embedding', 'llama'],
       ['synthetic-bge-reranker', 'rerank', 'llama'],
+      ['synthetic-piper-voice', 'tts', 'sherpa'],
       ['synthetic-ppocr-v5', 'ocr', 'onnx'],
       ['synthetic-qwen3-chat', 'chat', 'llama'],
       ['synthetic-qwen3-embedding', 'embedding', 'llama'],
+      ['synthetic-qwen3-tts-base', 'tts', 'onnx'],
+      ['synthetic-qwen3-tts-customvoice', 'tts', 'onnx'],
+      ['synthetic-qwen3-tts-voicedesign', 'tts', 'onnx'],
       ['synthetic-whisper-tiny', 'asr', 'onnx'],
       ['synthetic-whisper-tiny-timestamped', 'asr', 'onnx'],
       ['synthetic-zipformer-streaming', 'asr-stream', 'onnx'],

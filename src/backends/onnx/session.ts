@@ -69,6 +69,9 @@ interface Described {
   outputNames: string[];
   inputShapes: Shape[];
   outputShapes: Shape[];
+  /** Element type of each input and output as ORT names it ('float16', 'int64', …); '' for non-tensors. */
+  inputTypes: string[];
+  outputTypes: string[];
 }
 
 interface WireTensor {
@@ -94,6 +97,7 @@ const ort = require(workerData.ort);
 let session;
 const kept = new Map();
 const shapes = (meta) => meta.map((m) => (m && m.isTensor ? Array.from(m.shape) : []));
+const types = (meta) => meta.map((m) => (m && m.isTensor ? String(m.type) : ''));
 const VIEWS = { float32: Float32Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array, bool: Uint8Array, uint8: Uint8Array };
 const toTensor = (t) => new ort.Tensor(t.type, new VIEWS[t.type](t.buffer, t.byteOffset, t.length), t.dims);
 parentPort.on('message', async (msg) => {
@@ -101,7 +105,8 @@ parentPort.on('message', async (msg) => {
     if (msg.type === 'create') {
       session = await ort.InferenceSession.create(msg.path, msg.options);
       parentPort.postMessage({ id: msg.id, ok: true, inputNames: [...session.inputNames], outputNames: [...session.outputNames],
-        inputShapes: shapes(session.inputMetadata), outputShapes: shapes(session.outputMetadata) });
+        inputShapes: shapes(session.inputMetadata), outputShapes: shapes(session.outputMetadata),
+        inputTypes: types(session.inputMetadata), outputTypes: types(session.outputMetadata) });
     } else if (msg.type === 'run') {
       const feeds = {};
       for (const [name, feed] of Object.entries(msg.feeds)) {
@@ -149,6 +154,24 @@ parentPort.on('message', async (msg) => {
 
 const ORT_PATH = createRequire(import.meta.url).resolve('onnxruntime-node');
 
+/**
+ * ONNX Runtime session options every lserve session uses, for code that owns
+ * its sessions in a worker of its own (a generation loop that would otherwise
+ * cross threads once per step).
+ */
+export function ortSessionOptions(options: OnnxSessionOptions) {
+  return {
+    graphOptimizationLevel: 'all' as const,
+    executionMode: 'sequential' as const,
+    interOpNumThreads: 1,
+    ...(options.threads > 0 ? { intraOpNumThreads: options.threads } : {}),
+    logSeverityLevel: 3 as const,
+    // Idle ORT threads would otherwise spin after each run, taking cores
+    // from llama.cpp and other requests in the same process.
+    extra: { session: { intra_op: { allow_spinning: '0' } } },
+  };
+}
+
 /** One session per path; a path that may be undefined may give none. */
 type Sessions<P> = { [K in keyof P]: undefined extends P[K] ? OnnxSession | undefined : OnnxSession };
 
@@ -165,17 +188,8 @@ export class OnnxSession {
 
   static async create(path: string, options: OnnxSessionOptions): Promise<OnnxSession> {
     const worker = new Worker(WORKER, { eval: true, workerData: { ort: ORT_PATH } });
-    const sessionOptions = {
-      graphOptimizationLevel: 'all',
-      executionMode: 'sequential',
-      interOpNumThreads: 1,
-      ...(options.threads > 0 ? { intraOpNumThreads: options.threads } : {}),
-      logSeverityLevel: 3,
-      // Idle ORT threads would otherwise spin after each run, taking cores
-      // from llama.cpp and other requests in the same process.
-      extra: { session: { intra_op: { allow_spinning: '0' } } },
-    };
-    const session = new OnnxSession(worker, path, { inputNames: [], outputNames: [], inputShapes: [], outputShapes: [] });
+    const sessionOptions = ortSessionOptions(options);
+    const session = new OnnxSession(worker, path, { inputNames: [], outputNames: [], inputShapes: [], outputShapes: [], inputTypes: [], outputTypes: [] });
     worker.on('message', (reply: Reply & { id: number }) => {
       session.pending.get(reply.id)?.(reply);
       session.pending.delete(reply.id);
@@ -224,6 +238,16 @@ export class OnnxSession {
 
   outputShape(): Shape {
     return this.described.outputShapes[0] ?? [];
+  }
+
+  /** Declared shape and element type of a named input or output (graphs whose tensors differ in type by export: fp16 or fp32). */
+  describe(name: string): { shape: Shape; type: string } | undefined {
+    const d = this.described;
+    const i = d.inputNames.indexOf(name);
+    if (i >= 0) return { shape: d.inputShapes[i] ?? [], type: d.inputTypes[i] ?? '' };
+    const o = d.outputNames.indexOf(name);
+    if (o >= 0) return { shape: d.outputShapes[o] ?? [], type: d.outputTypes[o] ?? '' };
+    return undefined;
   }
 
   /** Names of the model's inputs and outputs, in graph order. */

@@ -1,14 +1,37 @@
 /**
- * Messages between the server process (supervisor.ts) and the sherpa-onnx
- * child process (child.ts), over Node's IPC channel with `serialization:
- * 'advanced'` (V8's structured clone): audio travels as a Float32Array whose
- * bytes are copied once into the message, never as a JSON array of numbers.
+ * Messages between the server process and a sherpa-onnx child process, over
+ * Node's IPC channel with `serialization: 'advanced'` (V8's structured
+ * clone): audio travels as a Float32Array whose bytes are copied once into
+ * the message, never as a JSON array of numbers.
  *
- * Models and streams are named by the parent: a model key (`m1`, `m2`…) per
- * loaded model, a stream id (a positive integer) per stream. The child
- * handles messages in order, so the parent may send `load`, `open` and
- * `audio` back to back without waiting for replies.
+ * Every child speaks the lifecycle part (process.ts): `load` / `unload` in,
+ * `ready`, `fatal` and `loaded` out. Each service adds its own messages: the
+ * streaming recognizer (supervisor.ts, recognizer-child.ts) and the speech
+ * synthesizer (tts.ts, synthesizer-child.ts).
+ *
+ * Models, streams and syntheses are named by the parent: a model key (`m1`,
+ * `m2`…) per loaded model, an id (a positive integer) per stream or
+ * synthesis. A child handles messages in order, so the parent may send
+ * `load` and the first request for that model back to back without waiting
+ * for `loaded`.
  */
+
+export type LifecycleParentMessage<Config> =
+  /** Create a model; answered by `loaded`. */
+  | { t: 'load'; key: string; config: Config }
+  /** Drop a model (its requests were ended first). */
+  | { t: 'unload'; key: string };
+
+export type LifecycleChildMessage<Info> =
+  /** sherpa-onnx-node is loaded; the child takes requests. */
+  | { t: 'ready'; version: string }
+  /** sherpa-onnx-node could not be loaded; the child exits after this. */
+  | { t: 'fatal'; error: string }
+  /** `info`: what the model reports about itself once loaded (the synthesizer's sample rate…). */
+  | { t: 'loaded'; key: string; ok: true; info?: Info }
+  | { t: 'loaded'; key: string; ok: false; error: string };
+
+// ---- streaming recognition ----
 
 /** sherpa-onnx-node's OnlineRecognizer config (the subset lserve sets). */
 export interface SherpaRecognizerConfig {
@@ -29,11 +52,8 @@ export interface SherpaRecognizerConfig {
   rule3MinUtteranceLength: number;
 }
 
-export type ParentMessage =
-  /** Create a recognizer; answered by `loaded`. */
-  | { t: 'load'; key: string; config: SherpaRecognizerConfig }
-  /** Drop a recognizer (its streams were closed first). */
-  | { t: 'unload'; key: string }
+export type RecognizerParentMessage =
+  | LifecycleParentMessage<SherpaRecognizerConfig>
   /** Create a stream on a loaded recognizer; an `error` for `sid` if it cannot. */
   | { t: 'open'; sid: number; key: string }
   /** Samples in [-1, 1] at `sampleRate` Hz. */
@@ -43,13 +63,8 @@ export type ParentMessage =
   /** Forget the stream now (no further messages for it). */
   | { t: 'close'; sid: number };
 
-export type ChildMessage =
-  /** sherpa-onnx-node is loaded; the child takes requests. */
-  | { t: 'ready'; version: string }
-  /** sherpa-onnx-node could not be loaded; the child exits after this. */
-  | { t: 'fatal'; error: string }
-  | { t: 'loaded'; key: string; ok: true }
-  | { t: 'loaded'; key: string; ok: false; error: string }
+export type RecognizerChildMessage =
+  | LifecycleChildMessage<never>
   /**
    * Recognition advanced: a partial whenever the text of the current
    * utterance changes, a final at each endpoint (text never empty) and one
@@ -63,3 +78,42 @@ export type ChildMessage =
   | { t: 'progress'; sid: number; consumed: number }
   /** A stream failed; the child forgot it. */
   | { t: 'error'; sid: number; error: string };
+
+// ---- speech synthesis ----
+
+/** sherpa-onnx-node's OfflineTts config (the subset lserve sets): a VITS (Piper) or a Kokoro model. */
+export interface SherpaTtsConfig {
+  model: {
+    vits?: { model: string; tokens: string; dataDir?: string; lexicon?: string };
+    kokoro?: { model: string; voices: string; tokens: string; dataDir?: string; lexicon?: string; lang?: string };
+    numThreads: number;
+    provider: 'cpu';
+    debug: 0 | 1;
+  };
+  /** Sentences per generated block: 1 hands each sentence over as soon as it is synthesised. */
+  maxNumSentences: number;
+  /** sherpa's default 0.2 shortens long pauses inside a block to a fifth; 1 keeps the model's timing. */
+  silenceScale: number;
+}
+
+/** What a synthesizer reports once loaded. */
+export interface SherpaTtsInfo {
+  sampleRate: number;
+  numSpeakers: number;
+}
+
+export type SynthesizerParentMessage =
+  | LifecycleParentMessage<SherpaTtsConfig>
+  /** Synthesise `text`; answered by `audio` blocks, then `done` or `error`. Requests for one model run one at a time, in order. */
+  | { t: 'synth'; id: number; key: string; text: string; sid: number; speed: number }
+  /** Stop synthesis `id` at its next block (or before it starts); nothing more is sent for it. */
+  | { t: 'abort'; id: number };
+
+export type SynthesizerChildMessage =
+  | LifecycleChildMessage<SherpaTtsInfo>
+  /** One block of synthesis `id` (a sentence, as sherpa-onnx generates it): samples in [-1, 1] at the model's rate. */
+  | { t: 'audio'; id: number; samples: Float32Array }
+  /** Synthesis `id` is complete. */
+  | { t: 'done'; id: number }
+  /** Synthesis `id` failed; the child forgot it. */
+  | { t: 'error'; id: number; error: string };

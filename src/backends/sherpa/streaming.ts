@@ -11,7 +11,7 @@ export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from './supervisor.js';
 /**
  * Streaming speech recognition (kind `asr-stream`, backend `onnx`) on
  * sherpa-onnx's OnlineRecognizer, run in a supervised child process (see
- * supervisor.ts and child.ts for why and how).
+ * process.ts and supervisor.ts for why and how).
  *
  * Model layouts, by the roles of the model's files:
  * - transducer (streaming Zipformer / Zipformer2, Conformer, LSTM exports of

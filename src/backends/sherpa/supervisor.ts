@@ -1,24 +1,18 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { InvalidRequestError, LserveError, ModelLoadError, OverloadedError, ServerError } from '../../core/errors.js';
-import { CHILD_SOURCE } from './child.js';
-import type { ChildMessage, ParentMessage, SherpaRecognizerConfig } from './protocol.js';
+import { InvalidRequestError, LserveError, OverloadedError, ServerError } from '../../core/errors.js';
+import { SherpaProcess, type ChildHandle, type ChildJob } from './process.js';
+import type { RecognizerChildMessage, RecognizerParentMessage, SherpaRecognizerConfig } from './protocol.js';
+import { RECOGNIZER_CHILD_SOURCE } from './recognizer-child.js';
 
 /**
  * The server-side half of streaming speech recognition: one sherpa-onnx child
- * process (child.ts) shared by every streaming model and stream, supervised.
+ * process (recognizer-child.ts) shared by every streaming model and stream,
+ * supervised by process.ts (crash detection, restart, lazy reloads, probing a
+ * new model while streams are open, refusing a model that killed it).
  *
  * - Models are loaded into the child by key; streams are multiplexed over its
  *   IPC channel by id. Audio crosses as Float32Array (V8 serialization).
  * - If the child dies (killed, crashed, sherpa's _Exit), every stream it held
- *   gets an `error` event and ends; the next load or open starts a new child
- *   and loads the models it needs again, lazily. The server never exits with it.
- * - A model whose load kills the child is a load failure naming the model and
- *   quoting sherpa's own message; the same model config is then refused at
- *   once for `loadRetryDelayMs` instead of killing a new child on every
- *   request. While streams are open, a model not yet known to load cleanly is
- *   first tried in a throw-away probe process, so a corrupt model never takes
- *   live streams down with it.
+ *   gets an `error` event and ends; the next open starts a new child.
  * - At most `maxStreams` streams at once across the server (open() beyond it
  *   throws OverloadedError, 503), and each stream's undecoded audio is
  *   bounded: see RecognizerStream.push.
@@ -41,10 +35,9 @@ export interface SupervisorOptions {
 }
 
 export const DEFAULT_MAX_STREAMS = 16;
-const DEFAULTS = { maxStreams: DEFAULT_MAX_STREAMS, highWaterSeconds: 2, maxBufferedSeconds: 30, loadRetryDelayMs: 30_000 };
+const DEFAULTS = { maxStreams: DEFAULT_MAX_STREAMS, highWaterSeconds: 2, maxBufferedSeconds: 30 };
 /** Silence appended at finish() so the encoder sees a whole window past the last real sample. */
 const TAIL_PADDING_SECONDS = 0.8;
-const STDERR_TAIL_BYTES = 8192;
 
 export interface RecognitionResult {
   /** Text of the current utterance so far (partial) or of a finished one (final). */
@@ -92,61 +85,29 @@ export interface RecognizerStream {
   on<E extends keyof RecognizerStreamEvents>(event: E, listener: RecognizerStreamEvents[E]): () => void;
 }
 
-interface PendingLoad {
-  name: string;
-  stderrFrom: number;
-  resolve: () => void;
-  reject: (error: LserveError) => void;
-}
-
-/** One child process and what it holds. */
-interface ChildHandle {
-  proc: ChildProcess;
-  pid: number | undefined;
-  loaded: Set<string>;
-  /** Loads awaited by a caller. */
-  loads: Map<string, PendingLoad>;
-  /** Loads sent without a waiter (models reloaded into a restarted child on open()). */
-  lazyLoads: Set<string>;
-  stderr: string;
-  /** Bytes of stderr ever received (the string keeps the tail only). */
-  stderrTotal: number;
-  fatal?: string;
-  /** We asked it to exit (unload of the last model, shutdown, end of a probe). */
-  stopping: boolean;
-  exited: boolean;
-}
-
-interface ModelRecord {
-  name: string;
-  config: SherpaRecognizerConfig;
-}
-
-const SHERPA_MODULE = createRequire(import.meta.url).resolve('sherpa-onnx-node');
-
-/** Load failures caused by the process dying (sherpa's _Exit on a bad model): not retried for a while. */
-const crashes = new WeakSet<LserveError>();
-const EXTERNAL_SIGNALS = new Set<NodeJS.Signals>(['SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP']);
+type RecognizerProcess = SherpaProcess<SherpaRecognizerConfig, never, RecognizerParentMessage, RecognizerChildMessage>;
 
 export class SherpaSupervisor {
-  private readonly options: typeof DEFAULTS & Pick<SupervisorOptions, 'log'> & { sherpaModule: string };
-  private child: ChildHandle | undefined;
-  private readonly models = new Map<string, ModelRecord>();
+  private readonly options: typeof DEFAULTS;
+  private readonly process: RecognizerProcess;
   private readonly streams = new Map<number, SherpaStream>();
-  private readonly failedLoads = new Map<string, { error: LserveError; until: number }>();
-  private nextModel = 1;
   private nextStream = 1;
-  private closed = false;
 
   constructor(options: SupervisorOptions = {}) {
     this.options = {
       maxStreams: options.maxStreams ?? DEFAULTS.maxStreams,
       highWaterSeconds: options.highWaterSeconds ?? DEFAULTS.highWaterSeconds,
       maxBufferedSeconds: options.maxBufferedSeconds ?? DEFAULTS.maxBufferedSeconds,
-      loadRetryDelayMs: options.loadRetryDelayMs ?? DEFAULTS.loadRetryDelayMs,
-      log: options.log,
-      sherpaModule: options.sherpaModule ?? SHERPA_MODULE,
     };
+    this.process = new SherpaProcess({
+      label: 'speech recognizer',
+      source: RECOGNIZER_CHILD_SOURCE,
+      lostJob: (how) => new ServerError(`The speech recognizer process ${how}; this stream was lost. Open a new stream to continue.`),
+      onMessage: (message) => this.onMessage(message),
+      loadRetryDelayMs: options.loadRetryDelayMs,
+      log: options.log,
+      sherpaModule: options.sherpaModule,
+    });
   }
 
   get maxStreams(): number {
@@ -155,7 +116,7 @@ export class SherpaSupervisor {
 
   /** The recognizer process's pid, while one runs. */
   get pid(): number | undefined {
-    return this.child && !this.child.exited ? this.child.pid : undefined;
+    return this.process.pid;
   }
 
   /** Streams open now (all models). */
@@ -165,94 +126,45 @@ export class SherpaSupervisor {
 
   /** Loads a model into the shared process; resolves to its key. Rejects with ModelLoadError naming `name`. */
   async load(name: string, config: SherpaRecognizerConfig): Promise<string> {
-    if (this.closed) throw new ServerError('The streaming speech recognizer is shut down.');
-    const configKey = JSON.stringify(config);
-    const failed = this.failedLoads.get(configKey);
-    if (failed && failed.until > Date.now()) throw failed.error;
-    this.failedLoads.delete(configKey);
-    const key = `m${this.nextModel++}`;
-    try {
-      if (this.streams.size > 0) {
-        // Live streams share the process: try the model where a crash hurts no one.
-        const probe = this.spawnChild();
-        try {
-          await this.loadInto(probe, 'probe', name, config);
-        } finally {
-          this.stop(probe);
-        }
-      }
-      await this.loadInto(this.ensureChild(), key, name, config);
-    } catch (error) {
-      if (error instanceof LserveError && crashes.has(error)) {
-        this.failedLoads.set(configKey, { error, until: Date.now() + this.options.loadRetryDelayMs });
-      }
-      throw error;
-    }
-    this.models.set(key, { name, config });
-    return key;
+    return (await this.process.load(name, config)).key;
   }
 
   /** Opens a stream on a loaded model. Throws OverloadedError when maxStreams are open. */
   open(key: string): RecognizerStream {
-    const model = this.models.get(key);
-    if (!model || this.closed) throw new ServerError('This streaming model was unloaded; load it again.');
+    const unloaded = () => new ServerError('This streaming model was unloaded; load it again.');
     if (this.streams.size >= this.options.maxStreams) {
       throw new OverloadedError(`All ${this.options.maxStreams} streaming speech recognition slots are in use; retry when a stream ends.`);
     }
-    const child = this.ensureChild();
-    if (!child.loaded.has(key) && !child.loads.has(key) && !child.lazyLoads.has(key)) {
-      // A restarted process: load the model again before the stream (messages are handled in order).
-      child.lazyLoads.add(key);
-      this.send(child, { t: 'load', key, config: model.config });
-    }
-    const stream = new SherpaStream(this.nextStream++, key, child, this, {
-      highWater: this.options.highWaterSeconds * SAMPLE_RATE,
-      cap: this.options.maxBufferedSeconds * SAMPLE_RATE,
-      capSeconds: this.options.maxBufferedSeconds,
-    });
+    const stream = this.process.open(
+      key,
+      (child) =>
+        new SherpaStream(this.nextStream++, key, child, this, {
+          highWater: this.options.highWaterSeconds * SAMPLE_RATE,
+          cap: this.options.maxBufferedSeconds * SAMPLE_RATE,
+          capSeconds: this.options.maxBufferedSeconds,
+        }),
+      unloaded,
+    );
     this.streams.set(stream.id, stream);
-    this.send(child, { t: 'open', sid: stream.id, key });
-    this.updateRef(child);
+    this.send(stream.child, { t: 'open', sid: stream.id, key });
     return stream;
   }
 
   /** Drops a model; its open streams fail. Stops the process when no model is left. */
   unload(key: string): void {
-    if (!this.models.delete(key)) return;
-    for (const stream of [...this.streams.values()]) {
-      if (stream.key === key) stream.fail(new ServerError('The streaming model was unloaded while this stream was open.'));
-    }
-    const child = this.child;
-    if (!child) return;
-    child.loaded.delete(key);
-    child.lazyLoads.delete(key);
-    if (this.models.size === 0 && child.loads.size === 0) {
-      this.stop(child);
-      this.child = undefined;
-    } else {
-      this.send(child, { t: 'unload', key });
-    }
+    this.process.unload(key, new ServerError('The streaming model was unloaded while this stream was open.'));
   }
 
   /** Fails every stream and stops the process (server shutdown). */
   close(): void {
-    this.closed = true;
-    for (const stream of [...this.streams.values()]) stream.fail(new ServerError('The server is shutting down.'));
-    this.models.clear();
-    if (this.child) this.stop(this.child);
-    this.child = undefined;
+    this.process.close(new ServerError('The server is shutting down.'));
   }
 
   // ---- used by SherpaStream ----
 
   /** @internal */
-  send(child: ChildHandle, message: ParentMessage): void {
-    if (child.exited || !child.proc.connected) return;
-    try {
-      child.proc.send(message);
-    } catch {
-      // The channel closed under us: the exit handler reports it.
-    }
+  send(child: ChildHandle, message: RecognizerParentMessage): void {
+    this.process.send(child, message);
   }
 
   /** @internal A stream's listener threw: a caller's bug, reported, never allowed to take the server down. */
@@ -263,87 +175,11 @@ export class SherpaSupervisor {
   /** @internal */
   forget(stream: SherpaStream): void {
     if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
-    this.updateRef(stream.child);
+    this.process.forget(stream);
   }
 
-  // ---- process management ----
-
-  private ensureChild(): ChildHandle {
-    if (!this.child || this.child.exited) this.child = this.spawnChild();
-    return this.child;
-  }
-
-  private spawnChild(): ChildHandle {
-    const proc = spawn(process.execPath, ['--expose-gc', '-e', CHILD_SOURCE], {
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      serialization: 'advanced',
-      env: { ...process.env, LSERVE_SHERPA_MODULE: this.options.sherpaModule },
-      windowsHide: true,
-    });
-    const child: ChildHandle = { proc, pid: proc.pid, loaded: new Set(), loads: new Map(), lazyLoads: new Set(), stderr: '', stderrTotal: 0, stopping: false, exited: false };
-    proc.stderr?.setEncoding('utf8');
-    proc.stderr?.on('data', (chunk: string) => {
-      child.stderrTotal += chunk.length;
-      child.stderr = (child.stderr + chunk).slice(-STDERR_TAIL_BYTES);
-      for (const line of chunk.split('\n')) if (line.trim()) this.options.log?.(`sherpa-onnx[${child.pid}]: ${line.trim()}`);
-    });
-    proc.on('message', (message: ChildMessage) => this.onMessage(child, message));
-    proc.on('error', (error) => {
-      child.fatal ??= `the recognizer process could not be started: ${error.message}`;
-      this.onExit(child, null, null);
-    });
-    // 'close', not 'exit': it comes after the IPC channel and stderr are drained, so
-    // every message the child sent (a 'fatal', sherpa's last log lines) is in by then.
-    proc.on('close', (code: number | null, signal: NodeJS.Signals | null) => this.onExit(child, code, signal));
-    this.options.log?.(`started the sherpa-onnx recognizer process (pid ${proc.pid})`);
-    this.updateRef(child);
-    return child;
-  }
-
-  /** Asks a process to exit (it does when its IPC channel closes), with a kill as a backstop. */
-  private stop(child: ChildHandle): void {
-    if (child.exited) return;
-    child.stopping = true;
-    if (child.proc.connected) child.proc.disconnect();
-    const timer = setTimeout(() => {
-      if (!child.exited) child.proc.kill('SIGKILL');
-    }, 5000);
-    timer.unref();
-  }
-
-  private loadInto(child: ChildHandle, key: string, name: string, config: SherpaRecognizerConfig): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      child.loads.set(key, { name, stderrFrom: child.stderrTotal, resolve, reject });
-      this.updateRef(child);
-      this.send(child, { t: 'load', key, config });
-    });
-  }
-
-  private onMessage(child: ChildHandle, message: ChildMessage): void {
+  private onMessage(message: RecognizerChildMessage): void {
     switch (message.t) {
-      case 'ready':
-        this.options.log?.(`sherpa-onnx ${message.version} ready (pid ${child.pid})`);
-        return;
-      case 'fatal':
-        child.fatal = `sherpa-onnx-node could not be loaded: ${message.error.split('\n')[0]}`;
-        return;
-      case 'loaded': {
-        const pending = child.loads.get(message.key);
-        child.loads.delete(message.key);
-        child.lazyLoads.delete(message.key);
-        if (message.ok) {
-          child.loaded.add(message.key);
-          pending?.resolve();
-        } else {
-          const detail = sherpaMessages(child.stderr, pending ? child.stderrTotal - pending.stderrFrom : 0);
-          const name = pending?.name ?? this.models.get(message.key)?.name ?? message.key;
-          const error = new ModelLoadError(`Model '${name}' could not be loaded by sherpa-onnx: ${message.error}${detail ? ` (${detail})` : ''}`);
-          if (pending) pending.reject(error);
-          for (const stream of [...this.streams.values()]) if (stream.child === child && stream.key === message.key) stream.fail(error);
-        }
-        this.updateRef(child);
-        return;
-      }
       case 'result':
         this.streams.get(message.sid)?.deliver({ text: message.text, isFinal: message.isFinal, segment: message.segment });
         return;
@@ -358,63 +194,6 @@ export class SherpaSupervisor {
         return;
     }
   }
-
-  private onExit(child: ChildHandle, code: number | null, signal: NodeJS.Signals | null): void {
-    if (child.exited) return;
-    child.exited = true;
-    if (this.child === child) this.child = undefined;
-    const how = child.fatal ? `failed (${child.fatal})` : signal ? `was killed (${signal})` : `exited with code ${code}`;
-    if (child.loads.size || this.streams.size) this.options.log?.(`the sherpa-onnx recognizer process (pid ${child.pid}) ${how}`);
-    for (const pending of child.loads.values()) {
-      if (child.fatal || child.stopping) {
-        pending.reject(new ServerError(`Model '${pending.name}' could not be loaded: ${child.fatal ?? 'the streaming recognizer was shut down meanwhile'}.`));
-        continue;
-      }
-      const detail = sherpaMessages(child.stderr, child.stderrTotal - pending.stderrFrom);
-      const error = new ModelLoadError(
-        `Model '${pending.name}' could not be loaded: the sherpa-onnx process exited (${signal ?? `code ${code}`}) while loading it${detail ? `: ${detail}` : ''}.`,
-      );
-      // sherpa's _Exit (code 255) or a native crash (SIGSEGV, SIGABRT…) is the model's doing; a kill from outside is not.
-      if (!signal || !EXTERNAL_SIGNALS.has(signal)) crashes.add(error);
-      pending.reject(error);
-    }
-    child.loads.clear();
-    for (const stream of [...this.streams.values()]) {
-      if (stream.child !== child) continue;
-      stream.fail(new ServerError(`The speech recognizer process ${how}; this stream was lost. Open a new stream to continue.`), false);
-    }
-  }
-
-  /**
-   * The process must not keep the server (or a CLI command) alive by itself,
-   * but must while it has work: a stream waiting for results, a pending load.
-   */
-  private updateRef(child: ChildHandle): void {
-    if (child.exited) return;
-    const busy = child.loads.size > 0 || [...this.streams.values()].some((s) => s.child === child);
-    const handles: Array<{ ref(): void; unref(): void } | null | undefined> = [
-      child.proc,
-      child.proc.channel,
-      child.proc.stderr as unknown as { ref(): void; unref(): void } | null,
-    ];
-    for (const handle of handles) {
-      if (!handle) continue;
-      if (busy) handle.ref();
-      else handle.unref();
-    }
-  }
-}
-
-/** sherpa-onnx's own log lines among the last `bytes` of stderr, without their source-location prefix. */
-function sherpaMessages(stderr: string, bytes: number): string {
-  if (bytes <= 0) return '';
-  return stderr
-    .slice(-bytes)
-    .split('\n')
-    .map((line) => line.trim().replace(/^\S+\.(cc|h|cpp):\w+:\d+\s+/, ''))
-    .filter(Boolean)
-    .slice(-3)
-    .join('; ');
 }
 
 interface Limits {
@@ -423,7 +202,7 @@ interface Limits {
   capSeconds: number;
 }
 
-class SherpaStream implements RecognizerStream {
+class SherpaStream implements RecognizerStream, ChildJob {
   private current: StreamState = 'open';
   private sent = 0;
   private consumed = 0;

@@ -1,0 +1,87 @@
+import { existsSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Loader, LoadOptions } from '../../../core/backend.js';
+import { ModelLoadError } from '../../../core/errors.js';
+import type { InstalledModel } from '../../../core/store.js';
+import { OnnxSession } from '../session.js';
+import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from './config.js';
+import type { GraphPaths } from './generator.js';
+import { Qwen3TtsRuntime } from './runtime.js';
+import { GeneratorWorker } from './worker-client.js';
+
+/**
+ * Loads a Qwen3-TTS export in the onnx-community layout: the graphs
+ * (`cpu_fp32/<graph>.onnx`, roles named after the graphs), config.json,
+ * generation_config.json and the tokenizer files. The voice mode comes from
+ * config.json's tts_model_type (CustomVoice and VoiceDesign exports have the
+ * same files).
+ */
+
+const GRAPHS = ['text_embed', 'codec_embed', 'talker_cache', 'code_predictor', 'residual_embed', 'tok_decoder'] as const;
+const CLONE_GRAPHS = ['tok_encoder', 'speaker_encoder'] as const;
+
+async function readJson<T>(file: string | undefined, role: string, id: string): Promise<T> {
+  if (!file) throw new ModelLoadError(`Qwen3-TTS model '${id}' has no '${role}' file.`);
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as T;
+  } catch (error) {
+    throw new ModelLoadError(`Qwen3-TTS model '${id}': cannot read ${path.basename(file)}: ${(error as Error).message}`);
+  }
+}
+
+/** A graph's file: its role, else `<graph>.onnx` beside the other graphs (a directory registered with fewer roles). */
+function graphFile(files: Record<string, string>, graph: string): string | undefined {
+  if (files[graph]) return files[graph];
+  const sibling = GRAPHS.map((g) => files[g]).find((f) => f !== undefined);
+  const guess = sibling && path.join(path.dirname(sibling), `${graph}.onnx`);
+  return guess && existsSync(guess) ? guess : undefined;
+}
+
+async function load(installed: InstalledModel, options: LoadOptions): Promise<Qwen3TtsRuntime> {
+  const { files, id } = installed;
+  const [configJson, generationJson] = await Promise.all([
+    readJson<ModelConfigJson>(files.config, 'config', id),
+    files.generation_config ? readJson<GenerationConfigJson>(files.generation_config, 'generation_config', id) : Promise.resolve({}),
+  ]);
+  let config;
+  try {
+    config = parseTtsConfig(configJson, generationJson);
+  } catch (error) {
+    throw new ModelLoadError(`Qwen3-TTS model '${id}': ${(error as Error).message}`);
+  }
+  const needed = config.mode === 'clone' ? [...GRAPHS, ...CLONE_GRAPHS] : [...GRAPHS];
+  const paths: Record<string, string> = {};
+  for (const graph of needed) {
+    const file = graphFile(files, graph);
+    if (!file) throw new ModelLoadError(`Qwen3-TTS model '${id}' lacks the ${graph} graph (${graph}.onnx).`);
+    paths[graph] = file;
+  }
+  if (!files.tokenizer && !(files.vocab && files.merges)) throw new ModelLoadError(`Qwen3-TTS model '${id}' has neither tokenizer.json nor vocab.json and merges.txt.`);
+  const { tok_decoder: decoderFile, ...generatorPaths } = paths;
+
+  const started = Date.now();
+  const [generator, decoder] = await Promise.allSettled([
+    GeneratorWorker.start({
+      paths: generatorPaths as unknown as GraphPaths,
+      threads: options.threads,
+      config,
+      tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
+    }),
+    OnnxSession.create(decoderFile!, { threads: options.threads }),
+  ]);
+  if (generator.status === 'rejected' || decoder.status === 'rejected') {
+    await Promise.all([generator.status === 'fulfilled' && generator.value.release(), decoder.status === 'fulfilled' && decoder.value.release()]);
+    const reason = generator.status === 'rejected' ? generator.reason : (decoder as PromiseRejectedResult).reason;
+    throw new ModelLoadError(`Qwen3-TTS model '${id}' failed to load: ${(reason as Error).message ?? reason}`);
+  }
+  const sizes = await Promise.all(Object.values(paths).map(async (f) => (await stat(f)).size));
+  // ORT holds the weights plus working buffers and the KV cache: about twice the graphs.
+  const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
+  options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms`);
+  const defaultSpeaker = installed.entry.defaults.default_speaker;
+  return new Qwen3TtsRuntime(generator.value, decoder.value, config, memoryBytes, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined);
+}
+
+export const qwen3TtsLoader: Loader<Qwen3TtsRuntime> = { load };
+export { Qwen3TtsRuntime } from './runtime.js';

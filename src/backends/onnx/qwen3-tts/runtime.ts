@@ -1,0 +1,198 @@
+import { randomInt } from 'node:crypto';
+import { InvalidRequestError, ServerError } from '../../../core/errors.js';
+import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../../core/tasks/speak/runtime.js';
+import type { OnnxSession } from '../session.js';
+import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks, type BlockPolicy } from './codec.js';
+import type { TtsConfig } from './config.js';
+import type { GenerateRequest, ReferenceCodes } from './generator.js';
+import { GeneratorError, type GeneratorWorker } from './worker-client.js';
+
+/**
+ * Qwen3-TTS as a SpeechRuntime: the generator worker makes frames, this side
+ * cuts them into blocks and decodes each block on the decoder's own worker as
+ * soon as it is complete, so decoding overlaps generation and the first audio
+ * leaves after a few frames. One generation runs at a time per model; others
+ * wait their turn.
+ */
+
+export const SAMPLE_RATE = 24000;
+export const FRAMES_PER_SECOND = 12.5;
+
+/** Without a catalog default, English-speaking presets first: most requests to an OpenAI-style endpoint are English. */
+const PREFERRED_SPEAKERS = ['ryan', 'aiden', 'vivian'];
+
+export function speechInfo(config: TtsConfig, catalogDefault?: string): SpeechModelInfo {
+  const preset = config.mode === 'preset';
+  const lower = config.speakerNames.map((name) => name.toLowerCase());
+  const preferred = [catalogDefault?.toLowerCase(), ...PREFERRED_SPEAKERS].map((name) => (name ? lower.indexOf(name) : -1)).find((i) => i >= 0) ?? 0;
+  return {
+    sampleRate: SAMPLE_RATE,
+    mode: config.mode,
+    languages: config.languageNames,
+    speakers: preset ? config.speakerNames : [],
+    ...(preset && config.speakerNames.length ? { defaultSpeaker: config.speakerNames[preferred] } : {}),
+    rateControl: false,
+    framesPerSecond: FRAMES_PER_SECOND,
+  };
+}
+
+interface Reference {
+  codes: ReferenceCodes;
+  text?: string;
+}
+
+export class Qwen3TtsRuntime implements SpeechRuntime {
+  readonly info: SpeechModelInfo;
+  private readonly codec: CodecDecoder;
+  private turn: Promise<unknown> = Promise.resolve();
+  private readonly references = new WeakMap<object, Promise<ReferenceCodes>>();
+  /** When audio blocks are cut; a generation reads it when it starts. */
+  blockPolicy: BlockPolicy = STREAMING_BLOCKS;
+
+  constructor(
+    private readonly generator: GeneratorWorker,
+    private readonly decoderSession: OnnxSession,
+    private readonly config: TtsConfig,
+    readonly memoryBytes: number,
+    defaultSpeaker?: string,
+  ) {
+    this.info = speechInfo(config, defaultSpeaker);
+    this.codec = new CodecDecoder(decoderSession, config.groups);
+  }
+
+  async synthesize(request: SynthesisRequest, onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }> {
+    signal.throwIfAborted();
+    const generate = this.generateRequest(request);
+    const reference = await this.reference(request, signal);
+    if (reference) {
+      generate.xvector = reference.codes.xvector;
+      if (reference.text) generate.reference = { text: reference.text, frames: reference.codes.frames };
+    }
+    const context = generate.reference?.frames ?? [];
+    // Generations take turns on the worker; an aborted caller leaves at once, its turn ends when the worker stops.
+    const run = this.turn.then(() => (signal.aborted ? Promise.reject(signal.reason) : this.run(generate, context, onAudio, signal)));
+    this.turn = run.catch(() => undefined);
+    return untilAborted(run, signal);
+  }
+
+  async dispose(): Promise<void> {
+    await this.turn;
+    await Promise.all([this.generator.release(), this.decoderSession.release()]);
+  }
+
+  /** The worker's request: names checked and lower-cased, the frame cap and seed settled. */
+  private generateRequest(request: SynthesisRequest): GenerateRequest {
+    const config = this.config;
+    let language: string | undefined;
+    if (request.language !== undefined && request.language.toLowerCase() !== 'auto') {
+      language = request.language.toLowerCase();
+      if (!config.languages.has(language)) throw new InvalidRequestError(`Unknown language '${request.language}'. Languages: auto, ${this.info.languages.join(', ')}.`, { param: 'language', code: 'unsupported_language' });
+    }
+    const generate: GenerateRequest = {
+      text: request.text,
+      language,
+      seed: request.seed ?? randomInt(2 ** 32 - 1),
+      maxFrames: Math.max(1, Math.min(request.maxFrames ?? config.maxFrames, config.maxFrames)),
+    };
+    if (config.mode === 'preset') {
+      const speaker = (request.speaker ?? this.info.defaultSpeaker)?.toLowerCase();
+      if (!speaker || !config.speakers.has(speaker)) {
+        throw new InvalidRequestError(`Unknown speaker '${request.speaker}'. Speakers: ${this.info.speakers.join(', ')}.`, { param: 'speaker', code: 'unknown_speaker' });
+      }
+      generate.speaker = speaker;
+    }
+    if (config.mode === 'design' && !request.voiceDescription?.trim()) {
+      throw new InvalidRequestError("This model designs a voice from a description: 'voice_description' is required.", { param: 'voice_description', code: 'missing_required_parameter' });
+    }
+    // Upstream's CustomVoice models take an instruction too (tone, emotion).
+    if (request.voiceDescription?.trim() && config.mode !== 'clone') generate.instruct = request.voiceDescription.trim();
+    return generate;
+  }
+
+  /** The reference voice's x-vector (and codes, with a transcript), derived once per reference object. */
+  private async reference(request: SynthesisRequest, signal: AbortSignal): Promise<Reference | undefined> {
+    if (this.config.mode !== 'clone') return undefined;
+    const reference = request.reference;
+    if (!reference || reference.samples.length === 0) {
+      throw new InvalidRequestError("This model clones a voice: 'ref_audio' is required.", { param: 'ref_audio', code: 'missing_required_parameter' });
+    }
+    const text = reference.text?.trim() || undefined;
+    let codes = this.references.get(reference);
+    if (!codes) {
+      // A copy crosses to the worker: the caller keeps its samples.
+      codes = this.generator.encodeReference(reference.samples.slice(), text !== undefined);
+      this.references.set(reference, codes);
+      codes.catch(() => this.references.delete(reference));
+    }
+    return { codes: await untilAborted(codes.catch(rethrow), signal), text };
+  }
+
+  private async run(request: GenerateRequest, context: Int32Array[], onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }> {
+    const blocks = new StreamingBlocks(this.blockPolicy, this.codec.window, context);
+    // A failed decode stops the generation too.
+    const stop = new AbortController();
+    let failure: unknown;
+    let decoded: Promise<void> = Promise.resolve();
+    const cut = (final: boolean) => {
+      for (let block = blocks.take(final); block; block = blocks.take(final)) {
+        const { frames, from, to } = block;
+        decoded = decoded
+          .then(async () => {
+            if (failure !== undefined || signal.aborted) return;
+            const samples = await this.codec.decode(frames, from, to);
+            if (!signal.aborted) onAudio(samples);
+          })
+          .catch((error: unknown) => {
+            failure ??= error;
+            stop.abort(error);
+          });
+      }
+    };
+    let result;
+    try {
+      result = await this.generator.generate(
+        request,
+        (codes) => {
+          blocks.push(codes);
+          cut(false);
+        },
+        AbortSignal.any([signal, stop.signal]),
+      );
+    } catch (error) {
+      throw rethrow(error);
+    }
+    if (signal.aborted) throw signal.reason;
+    cut(true);
+    await decoded;
+    if (failure !== undefined) throw failure;
+    return { frames: result.frames };
+  }
+}
+
+/** Errors from the worker as the engine's: bad input a 400, anything else a server fault. */
+function rethrow(error: unknown): never {
+  if (error instanceof GeneratorError) {
+    if (error.param) throw new InvalidRequestError(error.message, { param: error.param, code: 'invalid_value' });
+    throw new ServerError(`Qwen3-TTS: ${error.message}`);
+  }
+  throw error;
+}
+
+/** `promise`, or a rejection with the abort reason as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}

@@ -1,0 +1,364 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { LserveError, ModelLoadError, ServerError } from '../../core/errors.js';
+import type { LifecycleChildMessage, LifecycleParentMessage } from './protocol.js';
+
+/**
+ * One supervised sherpa-onnx child process and the models loaded into it:
+ * the part of running sherpa-onnx out of the server's process that every
+ * service shares (the streaming recognizer in supervisor.ts, the speech
+ * synthesizer in tts.ts). Why a process at all: sherpa-onnx-node ships its
+ * own onnxruntime beside onnxruntime-node's, and on a bad model (a missing
+ * metadata key, …) it calls _Exit — which must kill the child, never the
+ * server.
+ *
+ * - Models are loaded into the child by key. Work on a model (a stream, a
+ *   synthesis) is a job opened with open(); a job belongs to the child it
+ *   was opened in.
+ * - If the child dies (killed, crashed, sherpa's _Exit), every job it held
+ *   fails with the service's "lost" error; the next open() starts a new child
+ *   and loads the model it needs again, lazily. The server never exits with it.
+ * - A model whose load kills the child is a load failure naming the model and
+ *   quoting sherpa's own message; the same config is then refused at once
+ *   for `loadRetryDelayMs` instead of killing a new child on every request.
+ *   While jobs are running, a model not yet known to load cleanly is first
+ *   tried in a throw-away probe process, so a corrupt model never takes live
+ *   work down with it.
+ * - The child never keeps the server (or a CLI command) alive by itself: its
+ *   handles are referenced only while it has work (a job, a pending load).
+ */
+
+export interface SherpaProcessOptions<ChildMessage> {
+  /** What the child is, in logs and errors: "speech recognizer", "speech synthesizer". */
+  label: string;
+  /** CommonJS source of the child (see child.ts). */
+  source: string;
+  /** The error a job gets when its process dies; `how` says how ("was killed (SIGKILL)"). */
+  lostJob: (how: string) => LserveError;
+  /** The service's own messages (everything but ready, fatal and loaded). */
+  onMessage: (message: ChildMessage) => void;
+  /** How long a model config whose load killed the process is refused without retrying (default 30 s). */
+  loadRetryDelayMs?: number;
+  log?: (message: string) => void;
+  /** The sherpa-onnx-node module the process loads (default: the installed package). */
+  sherpaModule?: string;
+}
+
+/** Work running on a model in a child: a stream, a synthesis. */
+export interface ChildJob {
+  /** The model's key. */
+  readonly key: string;
+  /** The process the job runs in. */
+  readonly child: ChildHandle;
+  /** Ends the job with `error`; `tellChild` false when the child already forgot it (or is gone). */
+  fail(error: LserveError, tellChild: boolean): void;
+}
+
+interface PendingLoad<Info> {
+  name: string;
+  stderrFrom: number;
+  resolve: (info: Info | undefined) => void;
+  reject: (error: LserveError) => void;
+}
+
+/** One child process and what it holds (opaque outside this module). */
+export interface ChildHandle {
+  readonly pid: number | undefined;
+}
+
+interface Child<Info> extends ChildHandle {
+  proc: ChildProcess;
+  loaded: Set<string>;
+  /** Loads awaited by a caller. */
+  loads: Map<string, PendingLoad<Info>>;
+  /** Loads sent without a waiter (models reloaded into a restarted child on open()). */
+  lazyLoads: Set<string>;
+  stderr: string;
+  /** Bytes of stderr ever received (the string keeps the tail only). */
+  stderrTotal: number;
+  fatal?: string;
+  /** We asked it to exit (unload of the last model, shutdown, end of a probe). */
+  stopping: boolean;
+  exited: boolean;
+}
+
+interface ModelRecord<Config> {
+  name: string;
+  config: Config;
+}
+
+const DEFAULT_LOAD_RETRY_DELAY_MS = 30_000;
+const STDERR_TAIL_BYTES = 8192;
+const SHERPA_MODULE = createRequire(import.meta.url).resolve('sherpa-onnx-node');
+
+/** Load failures caused by the process dying (sherpa's _Exit on a bad model): not retried for a while. */
+const crashes = new WeakSet<LserveError>();
+const EXTERNAL_SIGNALS = new Set<NodeJS.Signals>(['SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP']);
+
+export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, ChildMessage extends { t: string }> {
+  private readonly label: string;
+  private readonly options: SherpaProcessOptions<ChildMessage> & { loadRetryDelayMs: number; sherpaModule: string };
+  private child: Child<Info> | undefined;
+  private readonly models = new Map<string, ModelRecord<Config>>();
+  private readonly jobs = new Set<ChildJob>();
+  private readonly failedLoads = new Map<string, { error: LserveError; until: number }>();
+  private nextModel = 1;
+  private closed = false;
+
+  constructor(options: SherpaProcessOptions<ChildMessage>) {
+    this.label = options.label;
+    this.options = {
+      ...options,
+      loadRetryDelayMs: options.loadRetryDelayMs ?? DEFAULT_LOAD_RETRY_DELAY_MS,
+      sherpaModule: options.sherpaModule ?? SHERPA_MODULE,
+    };
+  }
+
+  /** The process's pid, while one runs. */
+  get pid(): number | undefined {
+    return this.child && !this.child.exited ? this.child.pid : undefined;
+  }
+
+  /** Jobs running now (all models). */
+  get activeJobs(): number {
+    return this.jobs.size;
+  }
+
+  /** Loads a model into the process; resolves to its key and what the child reported. Rejects with ModelLoadError naming `name`. */
+  async load(name: string, config: Config): Promise<{ key: string; info: Info | undefined }> {
+    if (this.closed) throw new ServerError(`The ${this.label} is shut down.`);
+    const configKey = JSON.stringify(config);
+    const failed = this.failedLoads.get(configKey);
+    if (failed && failed.until > Date.now()) throw failed.error;
+    this.failedLoads.delete(configKey);
+    const key = `m${this.nextModel++}`;
+    let info: Info | undefined;
+    try {
+      if (this.jobs.size > 0) {
+        // Live work shares the process: try the model where a crash hurts no one.
+        const probe = this.spawnChild();
+        try {
+          await this.loadInto(probe, 'probe', name, config);
+        } finally {
+          this.stop(probe);
+        }
+      }
+      info = await this.loadInto(this.ensureChild(), key, name, config);
+    } catch (error) {
+      if (error instanceof LserveError && crashes.has(error)) {
+        this.failedLoads.set(configKey, { error, until: Date.now() + this.options.loadRetryDelayMs });
+      }
+      throw error;
+    }
+    this.models.set(key, { name, config });
+    return { key, info };
+  }
+
+  /**
+   * Starts a job on a loaded model in the current process (a new one if it
+   * died: the model is loaded into it first, in message order). `create`
+   * builds the job for that process; `unloaded` is thrown when the model is
+   * gone. The caller sends the job's first message.
+   */
+  open<J extends ChildJob>(key: string, create: (child: ChildHandle) => J, unloaded: () => LserveError): J {
+    const model = this.models.get(key);
+    if (!model || this.closed) throw unloaded();
+    const child = this.ensureChild();
+    if (!child.loaded.has(key) && !child.loads.has(key) && !child.lazyLoads.has(key)) {
+      // A restarted process: load the model again before the job (messages are handled in order).
+      child.lazyLoads.add(key);
+      this.sendTo(child, { t: 'load', key, config: model.config });
+    }
+    const job = create(child);
+    this.jobs.add(job);
+    this.updateRef(child);
+    return job;
+  }
+
+  /** A job is over (ended, failed or abandoned): it no longer keeps the process referenced. */
+  forget(job: ChildJob): void {
+    this.jobs.delete(job);
+    const child = job.child as Child<Info>;
+    this.updateRef(child);
+  }
+
+  /** Sends a service message to the process a job runs in (dropped if that process is gone). */
+  send(child: ChildHandle, message: ParentMessage): void {
+    this.sendTo(child as Child<Info>, message);
+  }
+
+  /** Drops a model; its jobs fail with `error`. Stops the process when no model is left. */
+  unload(key: string, error: LserveError): void {
+    if (!this.models.delete(key)) return;
+    for (const job of [...this.jobs]) if (job.key === key) job.fail(error, true);
+    const child = this.child;
+    if (!child) return;
+    child.loaded.delete(key);
+    child.lazyLoads.delete(key);
+    if (this.models.size === 0 && child.loads.size === 0) {
+      this.stop(child);
+      this.child = undefined;
+    } else {
+      this.sendTo(child, { t: 'unload', key });
+    }
+  }
+
+  /** Fails every job with `error` and stops the process (server shutdown). */
+  close(error: LserveError): void {
+    this.closed = true;
+    for (const job of [...this.jobs]) job.fail(error, false);
+    this.models.clear();
+    if (this.child) this.stop(this.child);
+    this.child = undefined;
+  }
+
+  // ---- process management ----
+
+  private sendTo(child: Child<Info>, message: ParentMessage | LifecycleParentMessage<Config>): void {
+    if (child.exited || !child.proc.connected) return;
+    try {
+      child.proc.send(message);
+    } catch {
+      // The channel closed under us: the exit handler reports it.
+    }
+  }
+
+  private ensureChild(): Child<Info> {
+    if (!this.child || this.child.exited) this.child = this.spawnChild();
+    return this.child;
+  }
+
+  private spawnChild(): Child<Info> {
+    const proc = spawn(process.execPath, ['--expose-gc', '-e', this.options.source], {
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+      serialization: 'advanced',
+      env: { ...process.env, LSERVE_SHERPA_MODULE: this.options.sherpaModule },
+      windowsHide: true,
+    });
+    const child: Child<Info> = { proc, pid: proc.pid, loaded: new Set(), loads: new Map(), lazyLoads: new Set(), stderr: '', stderrTotal: 0, stopping: false, exited: false };
+    proc.stderr?.setEncoding('utf8');
+    proc.stderr?.on('data', (chunk: string) => {
+      child.stderrTotal += chunk.length;
+      child.stderr = (child.stderr + chunk).slice(-STDERR_TAIL_BYTES);
+      for (const line of chunk.split('\n')) if (line.trim()) this.options.log?.(`sherpa-onnx[${child.pid}]: ${line.trim()}`);
+    });
+    proc.on('message', (message: LifecycleChildMessage<Info> | ChildMessage) => this.onMessage(child, message));
+    proc.on('error', (error) => {
+      child.fatal ??= `the ${this.label} process could not be started: ${error.message}`;
+      this.onExit(child, null, null);
+    });
+    // 'close', not 'exit': it comes after the IPC channel and stderr are drained, so
+    // every message the child sent (a 'fatal', sherpa's last log lines) is in by then.
+    proc.on('close', (code: number | null, signal: NodeJS.Signals | null) => this.onExit(child, code, signal));
+    this.options.log?.(`started the sherpa-onnx ${this.label} process (pid ${proc.pid})`);
+    this.updateRef(child);
+    return child;
+  }
+
+  /** Asks a process to exit (it does when its IPC channel closes), with a kill as a backstop. */
+  private stop(child: Child<Info>): void {
+    if (child.exited) return;
+    child.stopping = true;
+    if (child.proc.connected) child.proc.disconnect();
+    const timer = setTimeout(() => {
+      if (!child.exited) child.proc.kill('SIGKILL');
+    }, 5000);
+    timer.unref();
+  }
+
+  private loadInto(child: Child<Info>, key: string, name: string, config: Config): Promise<Info | undefined> {
+    return new Promise<Info | undefined>((resolve, reject) => {
+      child.loads.set(key, { name, stderrFrom: child.stderrTotal, resolve, reject });
+      this.updateRef(child);
+      this.sendTo(child, { t: 'load', key, config });
+    });
+  }
+
+  private onMessage(child: Child<Info>, message: LifecycleChildMessage<Info> | ChildMessage): void {
+    const lifecycle = message as LifecycleChildMessage<Info>;
+    switch (lifecycle.t) {
+      case 'ready':
+        this.options.log?.(`sherpa-onnx ${lifecycle.version} ready (pid ${child.pid})`);
+        return;
+      case 'fatal':
+        child.fatal = `sherpa-onnx-node could not be loaded: ${lifecycle.error.split('\n')[0]}`;
+        return;
+      case 'loaded': {
+        const pending = child.loads.get(lifecycle.key);
+        child.loads.delete(lifecycle.key);
+        child.lazyLoads.delete(lifecycle.key);
+        if (lifecycle.ok) {
+          child.loaded.add(lifecycle.key);
+          pending?.resolve(lifecycle.info);
+        } else {
+          const detail = sherpaMessages(child.stderr, pending ? child.stderrTotal - pending.stderrFrom : 0);
+          const name = pending?.name ?? this.models.get(lifecycle.key)?.name ?? lifecycle.key;
+          const error = new ModelLoadError(`Model '${name}' could not be loaded by sherpa-onnx: ${lifecycle.error}${detail ? ` (${detail})` : ''}`);
+          if (pending) pending.reject(error);
+          for (const job of [...this.jobs]) if (job.child === child && job.key === lifecycle.key) job.fail(error, true);
+        }
+        this.updateRef(child);
+        return;
+      }
+      default:
+        // A late message from a stopped probe or a replaced process is for no job of ours.
+        if (child === this.child) this.options.onMessage(message as ChildMessage);
+    }
+  }
+
+  private onExit(child: Child<Info>, code: number | null, signal: NodeJS.Signals | null): void {
+    if (child.exited) return;
+    child.exited = true;
+    if (this.child === child) this.child = undefined;
+    const how = child.fatal ? `failed (${child.fatal})` : signal ? `was killed (${signal})` : `exited with code ${code}`;
+    if (child.loads.size || this.jobs.size) this.options.log?.(`the sherpa-onnx ${this.label} process (pid ${child.pid}) ${how}`);
+    for (const pending of child.loads.values()) {
+      if (child.fatal || child.stopping) {
+        pending.reject(new ServerError(`Model '${pending.name}' could not be loaded: ${child.fatal ?? `the ${this.label} was shut down meanwhile`}.`));
+        continue;
+      }
+      const detail = sherpaMessages(child.stderr, child.stderrTotal - pending.stderrFrom);
+      const error = new ModelLoadError(
+        `Model '${pending.name}' could not be loaded: the sherpa-onnx process exited (${signal ?? `code ${code}`}) while loading it${detail ? `: ${detail}` : ''}.`,
+      );
+      // sherpa's _Exit (code 255) or a native crash (SIGSEGV, SIGABRT…) is the model's doing; a kill from outside is not.
+      if (!signal || !EXTERNAL_SIGNALS.has(signal)) crashes.add(error);
+      pending.reject(error);
+    }
+    child.loads.clear();
+    for (const job of [...this.jobs]) {
+      if (job.child === child) job.fail(this.options.lostJob(how), false);
+    }
+  }
+
+  private updateRef(child: Child<Info>): void {
+    if (child.exited) return;
+    let busy = child.loads.size > 0;
+    for (const job of this.jobs) {
+      if (busy) break;
+      busy = job.child === child;
+    }
+    const handles: Array<{ ref(): void; unref(): void } | null | undefined> = [
+      child.proc,
+      child.proc.channel,
+      child.proc.stderr as unknown as { ref(): void; unref(): void } | null,
+    ];
+    for (const handle of handles) {
+      if (!handle) continue;
+      if (busy) handle.ref();
+      else handle.unref();
+    }
+  }
+}
+
+/** sherpa-onnx's own log lines among the last `bytes` of stderr, without their source-location prefix. */
+function sherpaMessages(stderr: string, bytes: number): string {
+  if (bytes <= 0) return '';
+  return stderr
+    .slice(-bytes)
+    .split('\n')
+    .map((line) => line.trim().replace(/^\S+\.(cc|h|cpp):\w+:\d+\s+/, ''))
+    .filter(Boolean)
+    .slice(-3)
+    .join('; ');
+}

@@ -1,0 +1,58 @@
+import type { LoadedModel } from '../../backend.js';
+
+/**
+ * The contract between the speech task (src/core/tasks/speak.ts) and a
+ * synthesis runtime (Qwen3-TTS on onnxruntime-node, Piper/Kokoro through
+ * sherpa-onnx). The task validates the request against `info`, splits long
+ * text at sentence boundaries, applies `speed` by time stretching when the
+ * runtime has no rate control, and encodes; a runtime turns one piece of text
+ * into audio and hands it over as soon as each block is decoded.
+ */
+
+/** How a model chooses its voice: a preset speaker, a described voice, or a cloned reference. */
+export type VoiceMode = 'preset' | 'design' | 'clone';
+
+export interface SpeechModelInfo {
+  /** Output sample rate in Hz (Qwen3-TTS and Kokoro: 24 000; Piper voices: their own). */
+  sampleRate: number;
+  mode: VoiceMode;
+  /** Languages accepted, as names ("English", "Chinese"…); `auto` is always accepted besides. Empty: not checked. */
+  languages: string[];
+  /** Preset speaker names (mode `preset`); empty for other modes. */
+  speakers: string[];
+  defaultSpeaker?: string;
+  /** The model applies `speed` itself (Piper's length scale, Kokoro's speed); otherwise the task time-stretches. */
+  rateControl: boolean;
+  /** Codec frames per second of audio, for the `frames` cap (Qwen3-TTS: 12.5); absent when the model has no frames. */
+  framesPerSecond?: number;
+}
+
+export interface SynthesisRequest {
+  /** One piece of the input (a sentence or a few), never empty. */
+  text: string;
+  /** A name from `info.languages` as the model spells it, or undefined for automatic. */
+  language?: string;
+  /** A name from `info.speakers` as the model spells it (mode `preset`). */
+  speaker?: string;
+  /** Natural-language voice description (mode `design`). */
+  voiceDescription?: string;
+  /** Reference voice (mode `clone`): mono samples at `info.sampleRate`, and its transcript when known. The same object is passed for every piece of one request, so a runtime may cache what it derives from it. */
+  reference?: { samples: Float32Array; text?: string };
+  /** Speech rate, 0.25–4; only read when `info.rateControl`. */
+  speed: number;
+  /** Most codec frames to generate for this piece (models with frames). */
+  maxFrames?: number;
+  /** Sampling seed; the same seed and request give the same audio. */
+  seed?: number;
+}
+
+export interface SpeechRuntime extends LoadedModel {
+  readonly info: SpeechModelInfo;
+  /**
+   * Synthesises one piece of text. `onAudio` receives mono float samples in
+   * [-1, 1] at `info.sampleRate`, block by block as they are decoded (the
+   * runtime owns nothing it hands over: the task may keep the arrays). Stops
+   * at the next frame once `signal` aborts (rejecting with the abort reason).
+   */
+  synthesize(request: SynthesisRequest, onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }>;
+}

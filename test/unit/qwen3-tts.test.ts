@@ -1,0 +1,439 @@
+import path from 'node:path';
+import { statSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/backends/onnx/qwen3-tts/index.js';
+import { STREAMING_BLOCKS, StreamingBlocks, nextBlockSize } from '../../src/backends/onnx/qwen3-tts/codec.js';
+import { parseTtsConfig } from '../../src/backends/onnx/qwen3-tts/config.js';
+import { buildPrompt } from '../../src/backends/onnx/qwen3-tts/prompt.js';
+import { FirstCodeSampler, Rng, Sampler } from '../../src/backends/onnx/qwen3-tts/sampling.js';
+import { pairCache } from '../../src/backends/onnx/qwen3-tts/talker.js';
+import { loadTtsTokenizer } from '../../src/backends/onnx/qwen3-tts/tokenizer.js';
+import { OnnxSession, type Feed } from '../../src/backends/onnx/session.js';
+import { InvalidRequestError } from '../../src/core/errors.js';
+import type { InstalledModel } from '../../src/core/store.js';
+import type { SynthesisRequest } from '../../src/core/tasks/speak/runtime.js';
+import {
+  CODEC_VOCAB,
+  FRAMES_PER_TEXT_TOKEN,
+  QWEN3_TTS_CODEC,
+  QWEN3_TTS_SPEAKER_IDS,
+  QWEN3_TTS_TOKENS,
+  SAMPLES_PER_FRAME,
+  TINY_QWEN3_TTS,
+  qwen3TtsConfig,
+  qwen3TtsFiles,
+  qwen3TtsGenerationConfig,
+  talkerPastName,
+  talkerPresentName,
+  tinyQwen3TtsModel,
+  type Qwen3TtsVariant,
+} from '../fixtures/onnx/qwen3-tts.js';
+
+/**
+ * The Qwen3-TTS runtime on the suite's synthetic exports (the real graph
+ * interfaces, vocabularies, ids and tokenizer; random weights). The talker's
+ * eos logit is steered by a counter (2 frames per ordinary text token of the
+ * prompt, see test/fixtures/onnx/qwen3-tts/graphs.ts), so frame counts are
+ * predictable from the text's tokens.
+ */
+
+const dirs = {} as Record<Qwen3TtsVariant, string>;
+const runtimes = {} as Record<Qwen3TtsVariant, Qwen3TtsRuntime>;
+
+function installed(variant: Qwen3TtsVariant): InstalledModel {
+  const dir = dirs[variant];
+  const files = Object.fromEntries(Object.entries(qwen3TtsFiles(variant)).map(([role, file]) => [role, path.join(dir, file)]));
+  const id = `qwen3-tts-${variant}-test`;
+  return {
+    id,
+    entry: { id, kind: 'tts', backend: 'onnx', description: 'synthetic', aliases: [], owned_by: 'test', license: 'apache-2.0', files: {}, defaults: {} },
+    source: 'local',
+    files,
+    sizeBytes: Object.values(files).reduce((sum, f) => sum + statSync(f).size, 0),
+  };
+}
+
+interface Spoken {
+  frames: number;
+  blocks: Float32Array[];
+  samples: Float32Array;
+}
+
+async function speak(variant: Qwen3TtsVariant, request: Partial<SynthesisRequest> & { text: string }, signal = new AbortController().signal): Promise<Spoken> {
+  const blocks: Float32Array[] = [];
+  const { frames } = await runtimes[variant].synthesize({ speed: 1, seed: 1, ...request }, (block) => blocks.push(block), signal);
+  const samples = new Float32Array(blocks.reduce((n, b) => n + b.length, 0));
+  let at = 0;
+  for (const b of blocks) {
+    samples.set(b, at);
+    at += b.length;
+  }
+  return { frames, blocks, samples };
+}
+
+const maxAbsDiff = (a: Float32Array, b: Float32Array) => a.reduce((max, x, i) => Math.max(max, Math.abs(x - b[i]!)), 0);
+const rms = (x: Float32Array) => Math.sqrt(x.reduce((s, v) => s + v * v, 0) / Math.max(1, x.length));
+
+/** Frames the steered talker makes: 2 per ordinary token of the prompt ("assistant", "\n" and the text's). */
+const expectedFrames = (textTokens: number, extraTokens = 0) => FRAMES_PER_TEXT_TOKEN * (2 + textTokens + extraTokens);
+
+/** A 24 kHz reference "voice": a chirp with some noise. */
+function referenceVoice(seconds: number, pitch: number): Float32Array {
+  const out = new Float32Array(Math.round(seconds * 24000));
+  for (let i = 0; i < out.length; i++) out[i] = 0.4 * Math.sin((2 * Math.PI * pitch * i) / 24000 + 1e-5 * i * i) + 0.05 * Math.sin(i * 12.9898);
+  return out;
+}
+
+beforeAll(async () => {
+  for (const variant of ['customvoice', 'voicedesign', 'base'] as const) dirs[variant] = await tinyQwen3TtsModel(variant);
+  const loaded = await Promise.all((['customvoice', 'voicedesign', 'base'] as const).map((v) => qwen3TtsLoader.load(installed(v), { threads: 1 })));
+  [runtimes.customvoice, runtimes.voicedesign, runtimes.base] = loaded;
+});
+
+afterAll(async () => {
+  await Promise.all(Object.values(runtimes).map((r) => r?.dispose()));
+});
+
+describe('Qwen3-TTS model info', () => {
+  it('reads the mode, speakers and languages from config.json', () => {
+    const languages = ['Chinese', 'English', 'German', 'Italian', 'Portuguese', 'Spanish', 'Japanese', 'Korean', 'French', 'Russian'];
+    expect(runtimes.customvoice.info).toEqual({
+      sampleRate: 24000,
+      mode: 'preset',
+      languages,
+      speakers: ['Serena', 'Vivian', 'Uncle_Fu', 'Ryan', 'Aiden', 'Ono_Anna', 'Sohee', 'Eric', 'Dylan'],
+      defaultSpeaker: 'Ryan',
+      rateControl: false,
+      framesPerSecond: 12.5,
+    });
+    expect(runtimes.voicedesign.info).toMatchObject({ mode: 'design', speakers: [], languages, sampleRate: 24000, framesPerSecond: 12.5 });
+    expect(runtimes.voicedesign.info.defaultSpeaker).toBeUndefined();
+    expect(runtimes.base.info).toMatchObject({ mode: 'clone', speakers: [], languages, sampleRate: 24000, framesPerSecond: 12.5 });
+    expect(runtimes.customvoice.memoryBytes).toBeGreaterThan(0);
+  });
+
+  it('takes speakers given as one-element lists, and falls back to upstream ids', () => {
+    const config = qwen3TtsConfig('customvoice', TINY_QWEN3_TTS) as { talker_config: Record<string, unknown> };
+    const parsed = parseTtsConfig(
+      { tts_model_type: 'custom_voice', talker_config: { spk_id: { serena: [3066], uncle_fu: [3010] } } },
+      qwen3TtsGenerationConfig(),
+    );
+    expect([...parsed.speakers]).toEqual([['serena', 3066], ['uncle_fu', 3010]]);
+    expect(parsed.speakerNames).toEqual(['Serena', 'Uncle_Fu']);
+    expect(parsed.languages.get('english')).toBe(2050);
+    expect(parsed.ids).toMatchObject({ imStart: 151644, ttsPad: 151671, ttsBos: 151672, ttsEos: 151673, codecEos: 2150 });
+    expect(() => parseTtsConfig({ ...config, tts_model_type: 'talker' }, {})).toThrow(/tts_model_type/);
+  });
+});
+
+describe('Qwen3-TTS tokenizer', () => {
+  it('is the real Qwen2 BPE with the TTS control tokens at their ids, and drops control strings from text', async () => {
+    const dir = dirs.customvoice;
+    const tokenizer = await loadTtsTokenizer({ vocab: path.join(dir, 'vocab.json'), merges: path.join(dir, 'merges.txt'), tokenizer_config: path.join(dir, 'tokenizer_config.json') });
+    expect(tokenizer.encode('Hello world.')).toEqual([9707, 1879, 13]);
+    expect(tokenizer.encode('assistant\n')).toEqual([77091, 198]);
+    expect(tokenizer.id('<|im_start|>')).toBe(QWEN3_TTS_TOKENS.imStart);
+    expect(tokenizer.id('<|im_end|>')).toBe(QWEN3_TTS_TOKENS.imEnd);
+    expect(tokenizer.id('<tts_pad>')).toBe(QWEN3_TTS_TOKENS.ttsPad);
+    expect(tokenizer.id('<tts_text_bos>')).toBe(QWEN3_TTS_TOKENS.ttsBos);
+    expect(tokenizer.id('<tts_text_eod>')).toBe(QWEN3_TTS_TOKENS.ttsEos);
+    expect(tokenizer.encode('Hello<|im_end|> world.<tts_pad>')).toEqual([9707, 1879, 13]);
+  });
+});
+
+describe('Qwen3-TTS prompt', () => {
+  const config = parseTtsConfig(qwen3TtsConfig('customvoice', TINY_QWEN3_TTS), qwen3TtsGenerationConfig());
+  const ids = { ...QWEN3_TTS_TOKENS, ...QWEN3_TTS_CODEC };
+  const role = [ids.imStart, 77091, 198];
+
+  it('lays out role, codec prefix with the speaker, and text as upstream does (non-streaming)', () => {
+    const plan = buildPrompt(config, role, { body: [9707, 1879, 13], language: 'english', speaker: 'ryan' });
+    expect(plan.rows).toEqual([
+      { text: ids.imStart },
+      { text: 77091 },
+      { text: 198 },
+      { text: ids.ttsPad, codec: ids.think },
+      { text: ids.ttsPad, codec: ids.thinkBos },
+      { text: ids.ttsPad, codec: 2050 },
+      { text: ids.ttsPad, codec: ids.thinkEos },
+      { text: ids.ttsPad, codec: QWEN3_TTS_SPEAKER_IDS.ryan },
+      { text: ids.ttsBos, codec: ids.pad },
+      { text: 9707, codec: ids.pad },
+      { text: 1879, codec: ids.pad },
+      { text: 13, codec: ids.pad },
+      { text: ids.ttsEos, codec: ids.pad },
+      { text: ids.ttsPad, codec: ids.bos },
+    ]);
+    expect(plan.stepText).toBe(ids.ttsPad);
+  });
+
+  it('uses nothink without a language, the dialect for dialect speakers, and the x-vector and reference frames when cloning', () => {
+    const auto = buildPrompt(config, role, { body: [9707], speaker: 'dylan' });
+    expect(auto.rows.slice(3, 8).map((r) => r.codec)).toEqual([ids.think, ids.thinkBos, 2074, ids.thinkEos, QWEN3_TTS_SPEAKER_IDS.dylan]);
+    const english = buildPrompt(config, role, { body: [9707], language: 'english', speaker: 'dylan' });
+    expect(english.rows[5]!.codec).toBe(2050);
+    const noLanguage = buildPrompt(config, role, { body: [9707], speaker: 'ryan' });
+    expect(noLanguage.rows.slice(3, 7).map((r) => r.codec)).toEqual([ids.nothink, ids.thinkBos, ids.thinkEos, QWEN3_TTS_SPEAKER_IDS.ryan]);
+
+    const xvector = new Float32Array(4);
+    const frames = [new Int32Array(16), new Int32Array(16).fill(1)];
+    const clone = buildPrompt(config, role, { body: [9707], xvector, reference: { body: [40, 41], frames } });
+    expect(clone.vectors).toEqual([xvector]);
+    expect(clone.rows.slice(3)).toEqual([
+      { text: ids.ttsPad, codec: ids.nothink },
+      { text: ids.ttsPad, codec: ids.thinkBos },
+      { text: ids.ttsPad, codec: ids.thinkEos },
+      { text: ids.ttsPad, vector: 0 },
+      { text: ids.ttsBos, codec: ids.pad },
+      { text: 40, codec: ids.pad },
+      { text: 41, codec: ids.pad },
+      { text: 9707, codec: ids.pad },
+      { text: ids.ttsEos, codec: ids.pad },
+      { text: ids.ttsPad, codec: ids.bos },
+      { text: ids.ttsPad, frame: 0 },
+      { text: ids.ttsPad, frame: 1 },
+    ]);
+    const design = buildPrompt(config, role, { body: [9707], instruct: [ids.imStart, 872, 198, 5, ids.imEnd, 198] });
+    expect(design.rows.slice(0, 9).map((r) => r.text)).toEqual([ids.imStart, 872, 198, 5, ids.imEnd, 198, ids.imStart, 77091, 198]);
+    expect(() => buildPrompt(config, role, { body: [1], speaker: 'nobody' })).toThrow(/speaker/);
+  });
+});
+
+describe('Qwen3-TTS sampling', () => {
+  const params = { doSample: true, temperature: 0.9, topK: 50, topP: 1, repetitionPenalty: 1.05 };
+
+  it('draws the same codes from the same seed, only among the top k', () => {
+    const logits = Float32Array.from({ length: 2048 }, (_, i) => Math.sin(i * 1.7) * 3);
+    const top = [...logits.keys()].sort((a, b) => logits[b]! - logits[a]!).slice(0, 50);
+    const draw = (seed: number) => {
+      const rng = new Rng(seed);
+      const sampler = new Sampler(50);
+      return Array.from({ length: 200 }, () => sampler.sample(logits, 2048, params, rng));
+    };
+    expect(draw(5)).toEqual(draw(5));
+    expect(draw(5)).not.toEqual(draw(6));
+    expect(draw(5).every((code) => top.includes(code))).toBe(true);
+    expect(new Set(draw(5)).size).toBeGreaterThan(10);
+    expect(new Sampler(50).sample(logits, 2048, { ...params, doSample: false }, new Rng(1))).toBe(top[0]);
+  });
+
+  it('keeps the talker to audio codes and eos, eos only after the minimum frames', () => {
+    const logits = new Float32Array(CODEC_VOCAB).fill(-5);
+    logits[2100] = 50; // a control code: never drawn
+    logits[QWEN3_TTS_CODEC.eos] = 40;
+    logits[7] = 1;
+    const sampler = new FirstCodeSampler(CODEC_VOCAB, 2048, QWEN3_TTS_CODEC.eos, params, 2);
+    const rng = new Rng(3);
+    expect(sampler.sample(logits, 0, rng)).toBeLessThan(2048);
+    expect(sampler.sample(logits, 1, rng)).toBeLessThan(2048);
+    expect(sampler.sample(logits, 2, rng)).toBe(QWEN3_TTS_CODEC.eos);
+  });
+});
+
+describe('Qwen3-TTS talker cache names', () => {
+  it('pairs past inputs with present outputs by name, or in order when the names differ', () => {
+    const inputs = ['inputs_embeds', 'position_ids', 'attention_mask', 'past_key_values.0.key', 'past_key_values.0.value'];
+    expect(pairCache(inputs, ['logits', 'hidden_states', 'present.0.value', 'present.0.key'])).toEqual([
+      { past: 'past_key_values.0.key', present: 'present.0.key' },
+      { past: 'past_key_values.0.value', present: 'present.0.value' },
+    ]);
+    const opencv = ['inputs_embeds', 'position_ids', 'attention_mask', 'past_kv', 'past_kv_0_1'];
+    expect(pairCache(opencv, ['logits', 'hidden_states', 'present_kv_out', 'onnx::Concat_99'])).toEqual([
+      { past: 'past_kv', present: 'present_kv_out' },
+      { past: 'past_kv_0_1', present: 'onnx::Concat_99' },
+    ]);
+    expect(() => pairCache(inputs, ['logits', 'hidden_states', 'present.0.key'])).toThrow(/cache/);
+  });
+
+  it('the synthetic talker: a cached step gives the logits of a full run', async () => {
+    const { hidden: H, layers, kvHeads, headDim } = TINY_QWEN3_TTS.talker;
+    const session = await OnnxSession.create(path.join(dirs.customvoice, qwen3TtsFiles('customvoice').talker_cache!), { threads: 1 });
+    try {
+      const T = 6;
+      const embeds = Float32Array.from({ length: T * H }, (_, i) => Math.sin(i * 0.37));
+      const feeds = (rows: number, past: number, kept: boolean): Record<string, Feed> => {
+        const out: Record<string, Feed> = {
+          inputs_embeds: { type: 'float32', data: embeds.slice(past * H, (past + rows) * H), dims: [1, rows, H] },
+          position_ids: { type: 'int64', data: BigInt64Array.from({ length: 3 * rows }, (_, i) => BigInt(past + (i % rows))), dims: [3, 1, rows] },
+          attention_mask: { type: 'int64', data: new BigInt64Array(past + rows).fill(1n), dims: [1, past + rows] },
+        };
+        for (let l = 0; l < layers; l++) {
+          for (const part of ['key', 'value'] as const) {
+            out[talkerPastName(l, part)] = kept ? { kept: `c${l}${part}` } : { type: 'float32', data: new Float32Array(0), dims: [1, kvHeads, 0, headDim] };
+          }
+        }
+        return out;
+      };
+      const keep = Object.fromEntries(Array.from({ length: layers }, (_, l) => (['key', 'value'] as const).map((p) => [talkerPresentName(l, p), `c${l}${p}`])).flat());
+      const full = await session.runWith(feeds(T, 0, false), { fetch: ['logits'], rows: { logits: [T - 1] } });
+      await session.runWith(feeds(T - 1, 0, false), { fetch: ['logits'], keep });
+      const step = await session.runWith(feeds(1, T - 1, true), { fetch: ['logits'] });
+      expect(maxAbsDiff(full.logits!.data as Float32Array, step.logits!.data as Float32Array)).toBeLessThan(1e-4);
+    } finally {
+      await session.release();
+    }
+  });
+});
+
+describe('Qwen3-TTS synthesis', () => {
+  it('stops on eos after the frames the text asks for, and hands audio over in growing blocks', async () => {
+    const spoken = await speak('customvoice', { text: 'Hello world.', speaker: 'Ryan', language: 'English' });
+    expect(spoken.frames).toBe(expectedFrames(3));
+    expect(spoken.samples.length).toBe(spoken.frames * SAMPLES_PER_FRAME);
+    expect(spoken.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([4, 6]);
+    expect(rms(spoken.samples)).toBeGreaterThan(0.05);
+    expect(spoken.samples.every((x) => x >= -1 && x <= 1)).toBe(true);
+
+    // 16 tokens → 36 frames: blocks of 4, 8, 12, then the rest.
+    const long = await speak('customvoice', { text: 'One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen.' });
+    expect(long.frames).toBe(expectedFrames(16));
+    expect(long.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([4, 8, 12, 12]);
+  });
+
+  it('gives identical audio for the same seed, and other audio for another seed or speaker', async () => {
+    const text = 'The same words again.';
+    const a = await speak('customvoice', { text, speaker: 'Vivian', seed: 42 });
+    const b = await speak('customvoice', { text, speaker: 'Vivian', seed: 42 });
+    expect(b.samples).toEqual(a.samples);
+    const otherSeed = await speak('customvoice', { text, speaker: 'Vivian', seed: 43 });
+    expect(otherSeed.frames).toBe(a.frames);
+    expect(maxAbsDiff(otherSeed.samples, a.samples)).toBeGreaterThan(0.1);
+    const otherSpeaker = await speak('customvoice', { text, speaker: 'Serena', seed: 42 });
+    expect(otherSpeaker.frames).toBe(a.frames);
+    expect(maxAbsDiff(otherSpeaker.samples, a.samples)).toBeGreaterThan(0.1);
+  });
+
+  it('respects maxFrames', async () => {
+    const spoken = await speak('customvoice', { text: 'A sentence that would take many frames to say out loud.', maxFrames: 5 });
+    expect(spoken.frames).toBe(5);
+    expect(spoken.samples.length).toBe(5 * SAMPLES_PER_FRAME);
+  });
+
+  it('decodes block by block exactly as one decode of the whole, with any block policy', async () => {
+    const runtime = runtimes.customvoice;
+    const text = 'Blocks or not, the audio is the same.';
+    try {
+      const streamed = await speak('customvoice', { text, seed: 9 });
+      expect(streamed.frames).toBeLessThanOrEqual(25);
+      runtime.blockPolicy = { first: 25, growth: 1, max: 25 };
+      const whole = await speak('customvoice', { text, seed: 9 });
+      expect(whole.blocks).toHaveLength(1);
+      expect(maxAbsDiff(streamed.samples, whole.samples)).toBeLessThan(1e-5);
+
+      // Longer than one decoder window: frame by frame and in blocks of 20 give the same samples too.
+      const longText = 'A longer passage has more frames than the decoder window holds at once.';
+      runtime.blockPolicy = STREAMING_BLOCKS;
+      const blocks = await speak('customvoice', { text: longText, seed: 9 });
+      expect(blocks.frames).toBeGreaterThan(25);
+      runtime.blockPolicy = { first: 1, growth: 1, max: 1 };
+      const frames = await speak('customvoice', { text: longText, seed: 9 });
+      runtime.blockPolicy = { first: 20, growth: 1, max: 20 };
+      const twenties = await speak('customvoice', { text: longText, seed: 9 });
+      expect(frames.blocks).toHaveLength(frames.frames);
+      expect(maxAbsDiff(blocks.samples, frames.samples)).toBeLessThan(1e-5);
+      expect(maxAbsDiff(blocks.samples, twenties.samples)).toBeLessThan(1e-5);
+    } finally {
+      runtime.blockPolicy = STREAMING_BLOCKS;
+    }
+  });
+
+  it('stops promptly on abort, rejecting with the reason, and the next request runs', async () => {
+    const text = Array.from({ length: 30 }, (_, i) => `word${i}`).join(' ');
+    let started = performance.now();
+    const full = await speak('customvoice', { text });
+    const fullTime = performance.now() - started;
+    expect(full.frames).toBeGreaterThan(100);
+
+    const controller = new AbortController();
+    const reason = new Error('client went away');
+    const blocks: Float32Array[] = [];
+    let abortedAt = 0;
+    const promise = runtimes.customvoice.synthesize(
+      { text, speed: 1, seed: 1 },
+      (block) => {
+        blocks.push(block);
+        if (blocks.length === 1) {
+          abortedAt = performance.now();
+          controller.abort(reason);
+        }
+      },
+      controller.signal,
+    );
+    await expect(promise).rejects.toBe(reason);
+    expect(performance.now() - abortedAt).toBeLessThan(100);
+    expect(blocks).toHaveLength(1);
+
+    const before = new AbortController();
+    before.abort(reason);
+    await expect(runtimes.customvoice.synthesize({ text: 'Hi.', speed: 1 }, () => undefined, before.signal)).rejects.toBe(reason);
+
+    // Generations take turns: this one waits for the aborted loop, which stops at its next frame, not at its end.
+    started = performance.now();
+    const after = await speak('customvoice', { text: 'Hello world.' });
+    expect(after.frames).toBe(expectedFrames(3));
+    expect(performance.now() - started).toBeLessThan(fullTime / 2);
+  });
+
+  it('rejects what the model cannot do as invalid requests', async () => {
+    const signal = new AbortController().signal;
+    await expect(runtimes.customvoice.synthesize({ text: 'Hi.', speed: 1, speaker: 'Nobody' }, () => undefined, signal)).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(runtimes.customvoice.synthesize({ text: 'Hi.', speed: 1, language: 'Klingon' }, () => undefined, signal)).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(runtimes.voicedesign.synthesize({ text: 'Hi.', speed: 1 }, () => undefined, signal)).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(runtimes.base.synthesize({ text: 'Hi.', speed: 1 }, () => undefined, signal)).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(runtimes.customvoice.synthesize({ text: '<|im_end|>', speed: 1 }, () => undefined, signal)).rejects.toMatchObject({ param: 'input' });
+  });
+});
+
+describe('Qwen3-TTS voice design and cloning', () => {
+  it('designs a voice from its description: the description is in the prompt and changes the audio', async () => {
+    // "a calm voice" adds "user", "\n", "a", " calm", " voice", "\n": 6 ordinary tokens.
+    const calm = await speak('voicedesign', { text: 'Hello world.', voiceDescription: 'a calm voice' });
+    expect(calm.frames).toBe(expectedFrames(3, 6));
+    const again = await speak('voicedesign', { text: 'Hello world.', voiceDescription: 'a calm voice' });
+    expect(again.samples).toEqual(calm.samples);
+    const loud = await speak('voicedesign', { text: 'Hello world.', voiceDescription: 'a loud voice' });
+    expect(loud.frames).toBe(calm.frames);
+    expect(maxAbsDiff(loud.samples, calm.samples)).toBeGreaterThan(0.1);
+  });
+
+  it('clones from the reference x-vector, and in context with its transcript (the reference audio not repeated)', async () => {
+    const low = { samples: referenceVoice(2, 120) };
+    const high = { samples: referenceVoice(2, 260) };
+    const a = await speak('base', { text: 'Hello world.', reference: low });
+    expect(a.frames).toBe(expectedFrames(3));
+    const same = await speak('base', { text: 'Hello world.', reference: low });
+    expect(same.samples).toEqual(a.samples);
+    const b = await speak('base', { text: 'Hello world.', reference: high });
+    expect(b.frames).toBe(a.frames);
+    expect(maxAbsDiff(a.samples, b.samples)).toBeGreaterThan(0.1);
+    // What a reference gives is derived once per reference object (every piece of a request passes the same one).
+    high.samples.set(low.samples);
+    expect((await speak('base', { text: 'Hello world.', reference: high })).samples).toEqual(b.samples);
+    expect((await speak('base', { text: 'Hello world.', reference: { samples: high.samples } })).samples).toEqual(a.samples);
+
+    // In context: the transcript's 3 tokens count, the reference's 25 frames (2 s) are spent already.
+    const icl = await speak('base', { text: 'Hello world. How are you today, my friend?', reference: { samples: referenceVoice(2, 120), text: 'Hi there.' } });
+    const textTokens = 11;
+    expect(icl.frames).toBe(expectedFrames(textTokens, 3) - 25);
+    expect(icl.samples.length).toBe(icl.frames * SAMPLES_PER_FRAME);
+  });
+});
+
+describe('Qwen3-TTS block schedule', () => {
+  it('cuts 4, 8, then 12 frames, emits the rest at the end, and never emits reference context', () => {
+    expect([0, 4, 8, 12].map((p) => nextBlockSize(STREAMING_BLOCKS, p))).toEqual([4, 8, 12, 12]);
+    const blocks = new StreamingBlocks(STREAMING_BLOCKS, 25, [new Int32Array(16), new Int32Array(16)]);
+    const cuts: Array<[number, number]> = [];
+    for (let f = 0; f < 15; f++) {
+      blocks.push(new Int32Array(16).fill(f));
+      const block = blocks.take(false);
+      if (block) cuts.push([block.from, block.to]);
+    }
+    for (let block = blocks.take(true); block; block = blocks.take(true)) cuts.push([block.from, block.to]);
+    expect(cuts).toEqual([
+      [2, 6],
+      [6, 14],
+      [14, 17],
+    ]);
+  });
+});

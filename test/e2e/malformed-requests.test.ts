@@ -105,6 +105,38 @@ const ROUTES: Route[] = [
     ],
     multipart: true,
   },
+  {
+    path: '/v1/audio/transcriptions',
+    shape: 'openai',
+    base: { model: 'no-such-model', audio: 'data:audio/wav;base64,aGk=' },
+    field: 'audio',
+    wrongTypes: [
+      ['model', 123],
+      ['audio', 42],
+      ['language', {}],
+      ['temperature', 'hot'],
+      ['response_format', 'doc'],
+      ['timestamp_granularities', 'word'],
+    ],
+    multipart: true,
+  },
+  {
+    path: '/v1/audio/speech',
+    shape: 'openai',
+    base: { model: 'no-such-model', input: 'hi' },
+    field: 'input',
+    wrongTypes: [
+      ['model', 123],
+      ['input', 42],
+      ['voice', {}],
+      ['speed', 'fast'],
+      ['stream', 'yes'],
+      ['frames', 1.5],
+      ['response_format', 'aac'],
+      ['seed', -1],
+    ],
+    multipart: false,
+  },
 ];
 
 interface Case {

@@ -10,9 +10,10 @@ import { rerankRouter } from './rerank.js';
 import { audioInfoRouter } from './audio-info.js';
 import { transcriptionRouter } from './transcription.js';
 import { transcriptionStreamRoute } from './transcription-stream.js';
+import { speechRouter } from './speech.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, audioInfoRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute];

@@ -1,0 +1,196 @@
+import { decodeAudio } from '../../audio/decode.js';
+import { createStretcher } from '../../audio/stretch.js';
+import type { ModelKind } from '../catalog.js';
+import type { Engine } from '../engine.js';
+import type { Lease } from '../manager.js';
+import { InvalidRequestError, ModelNotFoundError, OverloadedError, PayloadTooLargeError } from '../errors.js';
+import { canonicalLanguage, canonicalSpeaker } from './speak/voices.js';
+import { splitSentences } from './speak/sentences.js';
+import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/runtime.js';
+
+/**
+ * Text to speech as a task. `prepareSpeech` resolves and loads the model and
+ * checks the request against what the model offers (its mode, speakers,
+ * languages) before any audio is made, so every bad request is a 4xx before
+ * a response starts; the prepared speech then synthesises piece by piece
+ * (sentences), handing audio over as each block is decoded. HTTP
+ * (POST /v1/audio/speech, its stream jobs) and `lserve speak` both use it.
+ */
+
+export type { SpeechModelInfo } from './speak/runtime.js';
+
+/** Longest input accepted, in characters (OpenAI's limit). */
+export const MAX_INPUT_CHARS = 4096;
+/** Longest reference audio for voice cloning, in seconds (a few seconds are enough). */
+export const MAX_REFERENCE_SECONDS = 60;
+/** Requests for one model that may wait for it beyond the one being synthesised, before 503. */
+export const MAX_WAITING_PER_MODEL = 16;
+
+const KINDS: readonly ModelKind[] = ['tts'];
+
+export interface SpeakRequest {
+  /** Model id or alias; optional when exactly one speech synthesis model is installed. */
+  model?: string;
+  input: string;
+  /** The specification's `voice`; `speaker` wins when both are given. */
+  voice?: string;
+  speaker?: string;
+  voiceDescription?: string;
+  /** Reference audio bytes (any supported container) for voice cloning. */
+  refAudio?: Uint8Array;
+  refText?: string;
+  language?: string;
+  speed?: number;
+  /** Most codec frames for the whole input (models with frames). */
+  frames?: number;
+  seed?: number;
+  keepAliveMs?: number;
+}
+
+export interface PreparedSpeech {
+  /** The model's id. */
+  model: string;
+  info: SpeechModelInfo;
+  sampleRate: number;
+  /**
+   * Synthesises the whole input, calling `onAudio` with each block of samples
+   * (already time-stretched for `speed`) as soon as it exists. Resolves with
+   * the total number of samples. Call once.
+   */
+  run(onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ samples: number }>;
+  /** Releases the model; idempotent. `run` releases it itself when it ends. */
+  release(): void;
+}
+
+/** The installed synthesis model to use when a request names none. */
+export async function defaultSpeechModel(engine: Engine): Promise<string> {
+  const installed = (await engine.store.list()).filter((m) => m.entry.kind === 'tts');
+  if (installed.length === 1) return installed[0]!.id;
+  if (installed.length === 0) throw new ModelNotFoundError('No speech synthesis model is installed. Run `lserve pull piper-en-lessac` (fast) or `lserve pull qwen3-tts-customvoice` to get one.');
+  throw new InvalidRequestError(`'model' is required: several speech synthesis models are installed (${installed.map((m) => m.id).join(', ')}).`, {
+    param: 'model',
+    code: 'missing_required_parameter',
+  });
+}
+
+export async function prepareSpeech(engine: Engine, request: SpeakRequest, signal?: AbortSignal): Promise<PreparedSpeech> {
+  const input = request.input.trim();
+  if (!input) throw new InvalidRequestError("'input' is empty: give the text to speak.", { param: 'input', code: 'missing_required_parameter' });
+  if (request.input.length > MAX_INPUT_CHARS) {
+    throw new PayloadTooLargeError(`'input' has ${request.input.length} characters; at most ${MAX_INPUT_CHARS} are accepted per request. Split the text.`, { param: 'input' });
+  }
+  const name = request.model ?? (await defaultSpeechModel(engine));
+  const { id } = await engine.resolve(name, KINDS);
+  const queue = queueOf(id);
+  if (queue.waiting >= MAX_WAITING_PER_MODEL) throw new OverloadedError(`Model '${id}' already has ${queue.waiting} speech requests waiting. Retry later.`);
+  const lease = await engine.acquire<SpeechRuntime>(name, KINDS, { keepAliveMs: request.keepAliveMs });
+  try {
+    const synthesis = await synthesisFor(lease, request, signal);
+    return prepared(lease, synthesis, input, request, queue);
+  } catch (error) {
+    lease.release();
+    throw error;
+  }
+}
+
+/** The request as the runtime takes it: names as the model spells them, the reference decoded at its rate. */
+async function synthesisFor(lease: Lease<SpeechRuntime>, request: SpeakRequest, signal?: AbortSignal): Promise<Omit<SynthesisRequest, 'text' | 'maxFrames'>> {
+  const { info } = lease.model;
+  const id = lease.installed.id;
+  const speed = request.speed ?? 1;
+  const language = canonicalLanguage(request.language, info.languages, id);
+  const synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'> = { language, speed, seed: request.seed };
+  switch (info.mode) {
+    case 'preset':
+      synthesis.speaker = canonicalSpeaker(request.speaker ?? request.voice, info, id, request.speaker !== undefined ? 'speaker' : 'voice');
+      break;
+    case 'design':
+      if (!request.voiceDescription?.trim()) {
+        throw new InvalidRequestError(`Model '${id}' designs a voice from a description: 'voice_description' is required (for example "a calm, low male voice, speaking slowly").`, {
+          param: 'voice_description',
+          code: 'missing_required_parameter',
+        });
+      }
+      synthesis.voiceDescription = request.voiceDescription.trim();
+      break;
+    case 'clone': {
+      if (!request.refAudio) {
+        throw new InvalidRequestError(`Model '${id}' clones a voice: 'ref_audio' is required (a path, a URL or base64 audio of the voice, a few seconds long).`, {
+          param: 'ref_audio',
+          code: 'missing_required_parameter',
+        });
+      }
+      const reference = await decodeAudio(request.refAudio, { sampleRate: info.sampleRate, maxDurationSec: MAX_REFERENCE_SECONDS, param: 'ref_audio', signal });
+      if (reference.duration < 0.5) throw new InvalidRequestError(`'ref_audio' is ${reference.duration.toFixed(2)} s long; give at least half a second of the voice.`, { param: 'ref_audio', code: 'invalid_value' });
+      synthesis.reference = { samples: reference.samples, text: request.refText?.trim() || undefined };
+      break;
+    }
+  }
+  return synthesis;
+}
+
+function prepared(lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'>, input: string, request: SpeakRequest, queue: ModelQueue): PreparedSpeech {
+  const runtime = lease.model;
+  const { info } = runtime;
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    lease.release();
+  };
+  return {
+    model: lease.installed.id,
+    info,
+    sampleRate: info.sampleRate,
+    release,
+    async run(onAudio, signal) {
+      try {
+        // Without rate control of its own, the model speaks at its pace and the audio is stretched to `speed`.
+        const stretch = !info.rateControl && synthesis.speed !== 1 ? createStretcher(info.sampleRate, synthesis.speed) : undefined;
+        let samples = 0;
+        const emit = (block: Float32Array) => {
+          if (block.length === 0) return;
+          samples += block.length;
+          onAudio(block);
+        };
+        let framesLeft = request.frames;
+        for (const text of splitSentences(input)) {
+          if (framesLeft !== undefined && framesLeft <= 0) break;
+          signal.throwIfAborted();
+          // One piece at a time per model: concurrent requests take turns sentence by sentence.
+          const { frames } = await queue.run(() => runtime.synthesize({ ...synthesis, text, maxFrames: framesLeft }, (block) => emit(stretch ? stretch.push(block) : block), signal), signal);
+          if (framesLeft !== undefined) framesLeft -= frames;
+        }
+        if (stretch) emit(stretch.flush());
+        return { samples };
+      } finally {
+        release();
+      }
+    },
+  };
+}
+
+/** A FIFO turn per model, counting who waits (for the 503 above MAX_WAITING_PER_MODEL). */
+class ModelQueue {
+  waiting = 0;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(work: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    this.waiting++;
+    const turn = this.tail.then(() => {
+      this.waiting--;
+      signal.throwIfAborted();
+      return work();
+    });
+    this.tail = turn.catch(() => undefined);
+    return turn;
+  }
+}
+
+const queues = new Map<string, ModelQueue>();
+
+function queueOf(model: string): ModelQueue {
+  let queue = queues.get(model);
+  if (!queue) queues.set(model, (queue = new ModelQueue()));
+  return queue;
+}

@@ -1,0 +1,160 @@
+import path from 'node:path';
+import { Router, type Request, type Response } from 'express';
+import { createEncoder } from '../../audio/encode/index.js';
+import { speechRequestSchema, type SpeechFormat, type SpeechJobResponse, type SpeechResponse } from '../../api/speech.js';
+import { parseRequest } from '../../api/validate.js';
+import { FileCache } from '../../core/file-cache.js';
+import { NotFoundError } from '../../core/errors.js';
+import { prepareSpeech, type PreparedSpeech } from '../../core/tasks/speak.js';
+import { sendCachedFile } from '../cached-file.js';
+import { requestSignal, type ServerContext } from '../context.js';
+import { decodeBase64Payload, readRemoteInput } from '../remote-input.js';
+import { SpeechJobs } from '../speech-jobs.js';
+
+/** One-shot speech files are served for an hour, at most 1 GiB of them. */
+export const SPEECH_FILE_TTL_MS = 60 * 60_000;
+export const SPEECH_FILES_MAX_BYTES = 1024 ** 3;
+
+const CONTENT_TYPES: Record<string, SpeechFormat> = {
+  'audio/mpeg': 'mp3',
+  'audio/mp3': 'mp3',
+  'audio/wav': 'wav',
+  'audio/wave': 'wav',
+  'audio/x-wav': 'wav',
+  'audio/ogg': 'opus',
+  'audio/opus': 'opus',
+  'audio/flac': 'flac',
+  'audio/pcm': 'pcm',
+  'audio/l16': 'pcm',
+};
+
+/**
+ * POST /v1/audio/speech and what it hands out:
+ * - `stream: true` → `{stream_url}` for GET /v1/audio/speech/stream/:token
+ *   (chunked audio as it is synthesised; single use; expires);
+ * - `response_format`, or an `Accept` asking for audio or octet-stream
+ *   (OpenAI's SDKs) → the audio bytes themselves, streamed as they exist;
+ * - otherwise the specification's `{audio_url, sample_rate, duration}`, the
+ *   file served from GET /v1/audio/files/:name until it expires.
+ */
+export function speechRouter(ctx: ServerContext): Router {
+  const router = Router();
+  const files = new FileCache(path.join(ctx.engine.store.home, 'cache', 'audio'), {
+    ttlMs: SPEECH_FILE_TTL_MS,
+    maxBytes: SPEECH_FILES_MAX_BYTES,
+    types: { wav: 'audio/wav' },
+  });
+  const jobs = new SpeechJobs();
+  ctx.shutdown.addEventListener('abort', () => jobs.close(), { once: true });
+
+  router.post('/v1/audio/speech', async (req, res) => {
+    const signal = requestSignal(req, res, ctx.shutdown);
+    const body = parseRequest(speechRequestSchema, req.body);
+    const speech = await prepareSpeech(
+      ctx.engine,
+      {
+        model: body.model,
+        input: body.input,
+        voice: body.voice,
+        speaker: body.speaker,
+        voiceDescription: body.voice_description ?? body.instructions,
+        refAudio: body.ref_audio === undefined ? undefined : await referenceAudio(body.ref_audio, ctx, signal),
+        refText: body.ref_text,
+        language: body.language,
+        speed: body.speed,
+        frames: body.frames,
+        seed: body.seed,
+        keepAliveMs: body.keep_alive,
+      },
+      signal,
+    );
+    if (body.stream) {
+      const token = jobs.create({ speech, format: body.response_format ?? 'wav' });
+      res.json({ stream_url: `/v1/audio/speech/stream/${token}` } satisfies SpeechJobResponse);
+      return;
+    }
+    const direct = body.response_format ?? formatAccepted(req);
+    if (direct) {
+      await streamSpeech(res, speech, direct, signal, ctx.options.log);
+      return;
+    }
+    res.json(await oneShot(speech, files, signal));
+  });
+
+  router.get('/v1/audio/speech/stream/:token', async (req, res) => {
+    const job = jobs.claim(req.params.token);
+    if (!job) throw new NotFoundError('No speech stream job with this token: it was already fetched, it expired, or it never existed.', { code: 'stream_not_found' });
+    await streamSpeech(res, job.speech, job.format, requestSignal(req, res, ctx.shutdown), ctx.options.log);
+  });
+
+  router.get('/v1/audio/files/:name', async (req, res) => {
+    await sendCachedFile(res, files, req.params.name, 'audio file');
+  });
+
+  return router;
+}
+
+/** Synthesises the whole input into a WAV file in the cache. */
+async function oneShot(speech: PreparedSpeech, files: FileCache, signal: AbortSignal): Promise<SpeechResponse> {
+  const encoder = await createEncoder('wav', speech.sampleRate);
+  const chunks: Uint8Array[] = [];
+  const { samples } = await speech.run((block) => chunks.push(...encoder.write(block)), signal);
+  chunks.push(...encoder.end());
+  const file = await files.put(Buffer.concat(chunks), 'wav');
+  return { audio_url: `/v1/audio/files/${file.name}`, sample_rate: speech.sampleRate, duration: samples / speech.sampleRate };
+}
+
+/**
+ * Chunked audio, first bytes as soon as the first block is encoded. Headers
+ * go out with the first audio, so a failure before it is still a JSON error;
+ * after it, the connection is cut (a chunked body without its end), which
+ * clients report as a broken download rather than a short file.
+ */
+async function streamSpeech(res: Response, speech: PreparedSpeech, format: SpeechFormat, signal: AbortSignal, log: (message: string) => void): Promise<void> {
+  let encoder;
+  try {
+    encoder = await createEncoder(format, speech.sampleRate, { streaming: true });
+  } catch (error) {
+    speech.release();
+    throw error;
+  }
+  const send = (chunks: Uint8Array[]) => {
+    if (!res.headersSent) {
+      res.status(200).set({ 'Content-Type': encoder.contentType, 'X-Sample-Rate': String(encoder.sampleRate), 'Cache-Control': 'no-store' });
+      res.flushHeaders();
+    }
+    for (const chunk of chunks) if (chunk.byteLength > 0) res.write(chunk);
+  };
+  try {
+    await speech.run((block) => send(encoder.write(block)), signal);
+    send(encoder.end());
+    res.end();
+  } catch (error) {
+    if (!res.headersSent) throw error;
+    if (!signal.aborted) log(`speech stream failed after it started: ${(error as Error).message}`);
+    res.destroy(error as Error);
+  }
+}
+
+/** The audio format an `Accept` header asks for, when it asks for audio rather than JSON (OpenAI's default: mp3). */
+function formatAccepted(req: Request): SpeechFormat | undefined {
+  const types = (req.headers.accept ?? '')
+    .split(',')
+    .map((part) => part.split(';')[0]!.trim().toLowerCase())
+    .filter(Boolean);
+  if (types.includes('application/json')) return undefined;
+  for (const type of types) {
+    if (CONTENT_TYPES[type]) return CONTENT_TYPES[type];
+    if (type === 'audio/*' || type === 'application/octet-stream') return 'mp3';
+  }
+  return undefined;
+}
+
+/** `ref_audio`: a data URI, path or URL under the remote-input policy, or bare base64. */
+async function referenceAudio(value: string, ctx: ServerContext, signal: AbortSignal): Promise<Buffer> {
+  if (/^(data:|https?:\/\/|file:\/\/|\/)/i.test(value) || path.isAbsolute(value)) {
+    const policy = { host: ctx.options.host, allow: ctx.options.allowRemoteInput, maxBytes: ctx.options.maxUploadBytes };
+    return readRemoteInput(value, policy, 'ref_audio', signal);
+  }
+  return decodeBase64Payload(value, 'ref_audio', 'audio/');
+}

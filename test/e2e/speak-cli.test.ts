@@ -1,0 +1,77 @@
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeAudio } from '../../src/audio/decode.js';
+import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
+import { tinyQwen3TtsModel } from '../fixtures/onnx/qwen3-tts.js';
+import { runCli } from '../helpers/cli.js';
+
+/**
+ * `lserve speak` as a user runs it: the synthetic Piper voice and Qwen3-TTS
+ * voice design model registered with `lserve pull <dir> --kind tts`, text
+ * from the argument or stdin, the format from -o's extension or --format.
+ */
+
+let home: string;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  home = await mkdtemp(path.join(os.tmpdir(), 'lserve-speak-cli-'));
+  env = { LSERVE_HOME: home, LSERVE_CATALOG: '' };
+  expect((await runCli(['pull', await syntheticPiperVoice(), '--kind', 'tts', '--id', 'piper-test', '--quiet'], { env })).code).toBe(0);
+  expect((await runCli(['pull', await tinyQwen3TtsModel('voicedesign'), '--kind', 'tts', '--id', 'design-test', '--quiet'], { env })).code).toBe(0);
+}, 120_000);
+
+afterAll(async () => {
+  await rm(home, { recursive: true, force: true });
+});
+
+describe('lserve speak', () => {
+  it('writes the text as WAV to -o, and another format from the extension', async () => {
+    const out = path.join(home, 'hello.wav');
+    const result = await runCli(['speak', 'Hello there. This is a test of the command line.', '-m', 'piper-test', '-o', out], { env });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/hello\.wav: \d+\.\d\d s of wav at 22050 Hz/);
+    const wav = await decodeAudio(await readFile(out), { sampleRate: 22_050 });
+    expect(wav.format).toBe('wav');
+    expect(wav.duration).toBeGreaterThan(1);
+    const flac = path.join(home, 'hello.flac');
+    expect((await runCli(['speak', 'Hello there. This is a test of the command line.', '-m', 'piper-test', '-o', flac], { env })).code).toBe(0);
+    const decoded = await decodeAudio(await readFile(flac), { sampleRate: 22_050 });
+    expect(decoded.format).toBe('flac');
+    expect(decoded.duration).toBeCloseTo(wav.duration, 3);
+  }, 60_000);
+
+  it('reads stdin and writes to stdout with -o -; --speed changes the duration', async () => {
+    const normal = await runCli(['speak', '-m', 'piper-test', '-o', '-', '--format', 'pcm'], { env, input: 'Read from standard input.' });
+    expect(normal.code).toBe(0);
+    const fast = await runCli(['speak', '-m', 'piper-test', '-o', '-', '--format', 'pcm', '--speed', '2'], { env, input: 'Read from standard input.' });
+    expect(Buffer.byteLength(fast.stdout, 'latin1') / Buffer.byteLength(normal.stdout, 'latin1')).toBeCloseTo(0.5, 1);
+  }, 60_000);
+
+  it('--describe drives a voice design model; without it the error names the flag’s field', async () => {
+    const out = path.join(home, 'designed.wav');
+    const designed = await runCli(['speak', 'Good evening.', '-m', 'design-test', '--describe', 'a calm, low voice', '--seed', '3', '-o', out], { env });
+    expect(designed.code, designed.stderr).toBe(0);
+    expect((await stat(out)).size).toBeGreaterThan(44);
+    const missing = await runCli(['speak', 'Good evening.', '-m', 'design-test', '-o', out], { env });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/voice_description/);
+  }, 60_000);
+
+  it('--list-voices lists speakers and languages of every synthesis model', async () => {
+    const result = await runCli(['speak', '--list-voices'], { env });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^piper-test\n {2}speakers: lessac\n {2}languages: auto, English\n/m);
+    expect(result.stdout).toMatch(/^design-test \(voice design: --describe\)\n {2}languages: auto, .*English/m);
+  }, 60_000);
+
+  it('usage errors: no text, speed out of range, unknown voice', async () => {
+    expect((await runCli(['speak', '-m', 'piper-test'], { env })).code).toBe(2);
+    expect((await runCli(['speak', 'Hi.', '-m', 'piper-test', '--speed', '9'], { env })).code).toBe(2);
+    const voice = await runCli(['speak', 'Hi there.', '-m', 'piper-test', '--voice', 'bob', '-o', path.join(home, 'x.wav')], { env });
+    expect(voice.code).toBe(2);
+    expect(voice.stderr).toMatch(/Speakers: lessac/);
+  }, 60_000);
+});

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { splitSentences } from '../../src/core/tasks/speak/sentences.js';
+import { canonicalLanguage, canonicalSpeaker } from '../../src/core/tasks/speak/voices.js';
+import type { SpeechModelInfo } from '../../src/core/tasks/speak/runtime.js';
+
+describe('splitSentences', () => {
+  it('cuts at sentence ends and keeps every character of the text', () => {
+    const text = 'The first sentence is here. The second one asks a question? And the third exclaims!';
+    const pieces = splitSentences(text, { minChars: 10 });
+    expect(pieces).toEqual(['The first sentence is here.', 'The second one asks a question?', 'And the third exclaims!']);
+  });
+
+  it('joins short sentences with the next, and a short tail with the last piece', () => {
+    expect(splitSentences('Hi. How are you doing today, my friend? Fine.', { minChars: 20 })).toEqual(['Hi. How are you doing today, my friend? Fine.']);
+  });
+
+  it('does not cut inside numbers or abbreviations without a following space', () => {
+    expect(splitSentences('Version 3.14 is out now for everyone.', { minChars: 5 })).toEqual(['Version 3.14 is out now for everyone.']);
+  });
+
+  it('cuts Chinese and Japanese at their full-width punctuation', () => {
+    const pieces = splitSentences('今天天气很好。我们去公园散步吧！你觉得怎么样？', { minChars: 3 });
+    expect(pieces).toEqual(['今天天气很好。', '我们去公园散步吧！', '你觉得怎么样？']);
+  });
+
+  it('cuts an over-long sentence at a clause boundary, else at a space, never above the limit', () => {
+    const clause = 'a'.repeat(30) + ', ' + 'b'.repeat(30) + ' ' + 'c'.repeat(10);
+    const pieces = splitSentences(clause, { minChars: 1, maxChars: 40 });
+    expect(pieces[0]).toBe('a'.repeat(30) + ',');
+    for (const piece of pieces) expect(piece.length).toBeLessThanOrEqual(40);
+    expect(pieces.join(' ').replace(/\s+/g, '')).toBe(clause.replace(/\s+/g, ''));
+    const unbroken = 'x'.repeat(95);
+    expect(splitSentences(unbroken, { maxChars: 40 })).toEqual(['x'.repeat(40), 'x'.repeat(40), 'x'.repeat(15)]);
+  });
+
+  it('treats line breaks as boundaries and drops blank pieces', () => {
+    expect(splitSentences('First line without a stop\n\nSecond line without one either\n', { minChars: 5 })).toEqual([
+      'First line without a stop',
+      'Second line without one either',
+    ]);
+  });
+});
+
+describe('voices', () => {
+  const info: SpeechModelInfo = { sampleRate: 24000, mode: 'preset', languages: ['English', 'Chinese', 'Beijing_Dialect'], speakers: ['Vivian', 'Uncle_Fu'], defaultSpeaker: 'Vivian', rateControl: false };
+
+  it('maps languages by name in any case, by ISO code, and auto to undefined', () => {
+    expect(canonicalLanguage('english', info.languages, 'm')).toBe('English');
+    expect(canonicalLanguage('zh-CN', info.languages, 'm')).toBe('Chinese');
+    expect(canonicalLanguage('beijing dialect', info.languages, 'm')).toBe('Beijing_Dialect');
+    expect(canonicalLanguage('auto', info.languages, 'm')).toBeUndefined();
+    expect(canonicalLanguage(undefined, info.languages, 'm')).toBeUndefined();
+    expect(() => canonicalLanguage('klingon', info.languages, 'm')).toThrow(/does not speak 'klingon'. Languages: auto, English, Chinese, Beijing_Dialect/);
+  });
+
+  it('maps speakers in any case, defaults to the model default, and lists the valid ones otherwise', () => {
+    expect(canonicalSpeaker('uncle_fu', info, 'm', 'voice')).toBe('Uncle_Fu');
+    expect(canonicalSpeaker(undefined, info, 'm', 'voice')).toBe('Vivian');
+    // OpenAI's voice names (its SDKs require one) fall back to the default voice; as an explicit speaker they do not.
+    expect(canonicalSpeaker('alloy', info, 'm', 'voice')).toBe('Vivian');
+    expect(() => canonicalSpeaker('alloy', info, 'm', 'speaker')).toThrow(/no speaker 'alloy'/);
+    try {
+      canonicalSpeaker('bob', info, 'm', 'voice');
+      expect.unreachable();
+    } catch (error) {
+      expect((error as { status: number }).status).toBe(400);
+      expect((error as { param: string }).param).toBe('voice');
+      expect((error as Error).message).toBe("Model 'm' has no speaker 'bob'. Speakers: Vivian, Uncle_Fu.");
+    }
+  });
+});

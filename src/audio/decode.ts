@@ -15,8 +15,9 @@ import { Resampler } from './resample.js';
  * averaging the channels, band-limited resampling (./resample.ts).
  *
  * Decoders — every one a permissively licensed npm package or lserve's own
- * code (MIT unless noted; the FLAC and Vorbis decoders parse their framing
- * with codec-parser, LGPL-3.0, used unmodified as its own package):
+ * code (MIT unless noted; Ogg FLAC and Vorbis are framed by codec-parser,
+ * LGPL-3.0, used unmodified as its own package; native FLAC frames are found
+ * by containers/flac.ts, since codec-parser merges the last two):
  *   WAV, AIFF/AIFC, CAF (integer PCM 8–32 bit, float 32/64, A-law, µ-law):
  *     read by lserve itself (containers/pcm-layout.ts finds the samples,
  *     decoders/pcm.ts converts them);

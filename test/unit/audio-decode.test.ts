@@ -1,5 +1,9 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
+import { FlacFrameReader } from '../../src/audio/containers/flac.js';
 import { decodeAudio, type DecodedAudio } from '../../src/audio/decode.js';
 import { PayloadTooLargeError, UnsupportedMediaError } from '../../src/core/errors.js';
 
@@ -299,6 +303,180 @@ describe('decodeAudio: Ogg/Opus framing', () => {
     expect(audio.format).toBe('ogg');
     expect(audio.duration).toBeCloseTo(1.5, 4);
     expect(Math.abs(frequency(audio.samples, RATE) - TONE_HZ)).toBeLessThan(TONE_HZ * 0.01);
+  });
+});
+
+/** The committed reference-encoder files (test/fixtures/audio/make-flac-edge.sh): 16 kHz mono 16-bit. */
+const FLAC_EDGE = new URL('../fixtures/audio/flac-edge/', import.meta.url);
+
+/** The samples of a flac-edge signal, as make-flac-edge.sh writes them. */
+function edgeSignal(signal: string, n: number): Int16Array {
+  const pcm = new Int16Array(n);
+  if (signal === 'tone') for (let i = 0; i < n; i++) pcm[i] = Math.round(0.5 * 32767 * Math.sin((2 * Math.PI * 440 * i) / 16_000));
+  return pcm;
+}
+
+/**
+ * What decodeAudio must return for interleaved integer PCM decoded at its own
+ * rate (no resampling): each sample / (2^(bits−1) − 1) in float32, as the
+ * FLAC decoder scales them, channels averaged as decodeAudio downmixes.
+ */
+function expectedMono(pcm: ArrayLike<number>, channels: number, bits: number): Float32Array {
+  const scale = 2 ** (bits - 1) - 1;
+  const out = new Float32Array(pcm.length / channels);
+  for (let i = 0; i < out.length; i++) {
+    if (channels === 1) out[i] = pcm[i]! / scale;
+    else out[i] = (Math.fround(pcm[2 * i]! / scale) + Math.fround(pcm[2 * i + 1]! / scale)) * 0.5;
+  }
+  return out;
+}
+
+/** Expects the exact samples (its length, then the first differing index: −1 for none). */
+function expectSamples(actual: Float32Array, expected: Float32Array): void {
+  expect(actual.length).toBe(expected.length);
+  expect(actual.findIndex((v, i) => v !== expected[i])).toBe(-1);
+}
+
+const edgeFixtures = readdirSync(FLAC_EDGE).filter((name) => name.endsWith('.flac')).sort();
+const readEdge = (name: string) => new Uint8Array(readFileSync(new URL(name, FLAC_EDGE)));
+const sampleCount = (name: string) => Number(/-(\d+)\.flac$/.exec(name)![1]);
+/** Where the last frame of a flac-edge file starts (its sync code; no false one follows in these files). */
+const lastFrameAt = (bytes: Uint8Array) => Buffer.from(bytes).lastIndexOf(Buffer.from([0xff, 0xf8]));
+
+describe('decodeAudio: FLAC frame boundaries (committed reference-encoder files)', () => {
+  it('finds the fixtures', () => {
+    expect(edgeFixtures).toEqual(['silence-10000.flac', 'tone-4097.flac', 'tone-4317.flac']);
+  });
+
+  // A last frame of 12 or 13 bytes (a block of silence, a block of one sample), and one whose third-to-last byte is 0xFF.
+  it.each(edgeFixtures)('%s → every sample, exactly', async (name) => {
+    const [signal] = name.split('-') as [string];
+    const audio = await decodeAudio(readEdge(name), { sampleRate: RATE });
+    expect(audio).toMatchObject({ format: 'flac', sourceSampleRate: RATE, channels: 1 });
+    expectSamples(audio.samples, expectedMono(edgeSignal(signal, sampleCount(name)), 1, 16));
+  });
+
+  it('the frame reader splits them into whole frames of 4096 samples and a short last one', () => {
+    for (const name of edgeFixtures) {
+      const bytes = readEdge(name);
+      const reader = new FlacFrameReader(bytes);
+      const frames = reader.read(Infinity);
+      expect(frames.length).toBe(Math.ceil(sampleCount(name) / 4096));
+      // Back to back from the first frame to the end of the file, the last one starting at its sync code.
+      let at = reader.layout.firstFrame;
+      for (const frame of frames) {
+        expect(frame.byteOffset - bytes.byteOffset).toBe(at);
+        at += frame.length;
+      }
+      expect(at).toBe(bytes.length);
+      expect(frames.at(-1)!.byteOffset).toBe(lastFrameAt(bytes));
+      expect(reader.lastFrame).toBe('checked');
+      // Read 100 bytes further at a time (as the pieces of a file come): the same frames.
+      const stepped = new FlacFrameReader(bytes);
+      const pieces: Uint8Array[] = [];
+      for (let upTo = 100; upTo < bytes.length + 100; upTo += 100) pieces.push(...stepped.read(upTo));
+      expect(pieces).toEqual(frames);
+    }
+  });
+
+  it('a tag after the last frame (ID3v1, APE) → the same samples', async () => {
+    const bytes = readEdge('silence-10000.flac');
+    const id3v1 = Buffer.concat([bytes, Buffer.from('TAG'), Buffer.alloc(125, 0x20)]);
+    // An APEv2 footer holding bytes that look like frame syncs.
+    const ape = Buffer.concat([bytes, Buffer.from('APETAGEX'), Buffer.alloc(24), Buffer.from([0xff, 0xf8, 0xff, 0xf9, 0xff, 0xf8])]);
+    for (const tagged of [id3v1, ape]) {
+      const audio = await decodeAudio(tagged, { sampleRate: RATE });
+      expectSamples(audio.samples, new Float32Array(10_000));
+    }
+  });
+
+  it('cut inside the last frame, at a frame boundary or inside the metadata → 415 saying truncated', async () => {
+    const bytes = readEdge('tone-4317.flac');
+    await expect415(bytes.subarray(0, bytes.length - 50), /detected as 'flac' but could not be decoded: the file is truncated or corrupt: its last FLAC frame \(123 bytes from byte \d+\) is cut short or damaged/);
+    await expect415(bytes.subarray(0, lastFrameAt(bytes)), /detected as 'flac' but could not be decoded: the file is truncated or corrupt: it declares 4317 samples per channel but only 4096 could be decoded/);
+    await expect415(bytes.subarray(0, 30), /detected as 'flac' but could not be decoded: the file is truncated: its FLAC metadata block declares 34 bytes but only 22 are present/);
+  });
+
+  it('a damaged byte inside a frame → 415 naming a corrupt frame', async () => {
+    const bytes = readEdge('tone-4317.flac');
+    bytes[Math.floor(lastFrameAt(bytes) / 2)] ^= 0x5a; // inside the first frame
+    await expect415(bytes, /detected as 'flac' but could not be decoded: 1 corrupt frame\(s\)/);
+  });
+});
+
+/** Whether the reference FLAC encoder (`flac`, Debian's flac package) is installed. */
+const flacTool = spawnSync('flac', ['--version']).status === 0;
+
+interface ReferenceCase {
+  name: string;
+  channels: 1 | 2;
+  bits: 8 | 16 | 24;
+  rate: number;
+  /** Interleaved integer samples. */
+  pcm: Int32Array;
+  /** Encoder options beyond the format. */
+  args?: string[];
+}
+
+let seed = 2024;
+const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) / 2 ** 24;
+const mono = (n: number, f: (i: number) => number) => Int32Array.from({ length: n }, (_, i) => f(i));
+const tone16 = (i: number) => Math.round(0.5 * 32767 * Math.sin((2 * Math.PI * 440 * i) / 16_000));
+
+const referenceCases: ReferenceCase[] = [
+  // Digital silence: every frame codes to 12 bytes; last blocks of 1, 4096 and 1808 samples, none.
+  ...[1, 4097, 8192, 10_000].map((n): ReferenceCase => ({ name: `silence × ${n}`, channels: 1, bits: 16, rate: RATE, pcm: new Int32Array(n) })),
+  // A last block of one sample at other block sizes and compression levels.
+  ...[
+    ['--blocksize=16', '-0'],
+    ['--blocksize=192', '-8'],
+    ['--blocksize=576'],
+    ['--blocksize=4608', '-8'],
+  ].map((args): ReferenceCase => ({ name: `tone × 4097, ${args.join(' ')}`, channels: 1, bits: 16, rate: RATE, pcm: mono(4097, tone16), args })),
+  // 0xFF bytes everywhere: a constant −1 (0xFFFF), and samples drawn from values whose bytes are 0xFF.
+  { name: 'constant −1 × 5000', channels: 1, bits: 16, rate: RATE, pcm: new Int32Array(5000).fill(-1) },
+  { name: '0xFF-heavy × 9000', channels: 1, bits: 16, rate: RATE, pcm: mono(9000, () => [-1, -256, -257, 255, -2][Math.floor(random() * 5)]!), args: ['-8'] },
+  // A tone that falls silent, stereo 24-bit at 44.1 kHz (right channel silent throughout).
+  {
+    name: 'stereo 24-bit tone then silence × 4097',
+    channels: 2,
+    bits: 24,
+    rate: 44_100,
+    pcm: Int32Array.from({ length: 2 * 4097 }, (_, i) => (i % 2 || i > 4000 ? 0 : Math.round(0.5 * 8388607 * Math.sin((2 * Math.PI * 440 * (i / 2)) / 44_100)))),
+  },
+  { name: '8-bit noise × 3001', channels: 1, bits: 8, rate: 8000, pcm: mono(3001, () => Math.floor(random() * 255) - 127) },
+  // Long enough to arrive in many pieces (≈ 600 KB): tone and noise, then silence.
+  { name: '20 s tone and noise then silence', channels: 1, bits: 16, rate: RATE, pcm: mono(20 * RATE, (i) => (i < 19 * RATE ? Math.round(tone16(i) * 0.5 + (random() - 0.5) * 20_000) : 0)) },
+];
+
+/** Encodes a case with the reference encoder (`extra`: e.g. --ogg) in a temporary folder. */
+function referenceFlac(c: ReferenceCase, extra: string[] = []): Uint8Array {
+  const dir = mkdtempSync(join(tmpdir(), 'lserve-flac-'));
+  try {
+    const bytesPer = c.bits / 8;
+    const raw = Buffer.alloc(c.pcm.length * bytesPer);
+    c.pcm.forEach((v, i) => raw.writeIntLE(v, i * bytesPer, bytesPer));
+    writeFileSync(join(dir, 'in.raw'), raw);
+    const format = ['--force-raw-format', '--endian=little', '--sign=signed', `--channels=${c.channels}`, `--bps=${c.bits}`, `--sample-rate=${c.rate}`];
+    execFileSync('flac', ['--silent', '--no-padding', ...format, ...(c.args ?? []), ...extra, join(dir, 'in.raw'), '-o', join(dir, 'out.flac')]);
+    return new Uint8Array(readFileSync(join(dir, 'out.flac')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe.skipIf(!flacTool)('decodeAudio: FLAC made by the reference encoder at test time (needs the `flac` tool: apt-get install flac)', () => {
+  it.each(referenceCases)('$name → every sample, exactly', async (c) => {
+    const audio = await decodeAudio(referenceFlac(c), { sampleRate: c.rate });
+    expect(audio).toMatchObject({ format: 'flac', sourceSampleRate: c.rate, channels: c.channels });
+    expectSamples(audio.samples, expectedMono(c.pcm, c.channels, c.bits));
+  });
+
+  // FLAC in Ogg is framed by its Ogg packets (not by lserve's frame search): the silences and a one-sample last block.
+  it.each(referenceCases.slice(0, 5))('in Ogg: $name → every sample, exactly', async (c) => {
+    const audio = await decodeAudio(referenceFlac(c, ['--ogg']), { sampleRate: c.rate });
+    expect(audio.format).toBe('flac');
+    expectSamples(audio.samples, expectedMono(c.pcm, c.channels, c.bits));
   });
 });
 

@@ -1,5 +1,6 @@
 import { ascii, u32be, u32le, vint } from './bytes.js';
 import { missing } from './errors.js';
+import { flacLayout } from './flac.js';
 import { adtsFrameLength, afterId3, mpegFrameLength } from './mpeg.js';
 import { isOgg } from './ogg.js';
 
@@ -12,7 +13,9 @@ import { isOgg } from './ogg.js';
  * file whose structure it cannot follow (garbage, a streaming-style header
  * with unknown sizes) gets no verdict and is left to the decoder (the
  * Matroska demuxer still notices a last block that does not fit). Native
- * FLAC is checked after decoding, against its STREAMINFO (flacTotalSamples).
+ * FLAC: its metadata blocks here; its frames after decoding, against its
+ * STREAMINFO (flacTotalSamples), and by ../decoders/flac.ts, which reports a
+ * last frame that stops short.
  */
 
 /** Why `bytes` looks cut off, or undefined when it does not (or cannot be told). */
@@ -31,7 +34,8 @@ export function truncationOf(bytes: Uint8Array, format: string): string | undefi
     case 'ogg':
       return oggTruncation(bytes);
     case 'flac':
-      return isOgg(bytes, 0) ? oggTruncation(bytes) : undefined; // native FLAC: checked against STREAMINFO after decoding
+      // Native FLAC: the metadata blocks here; the frames are checked against STREAMINFO after decoding.
+      return isOgg(bytes, 0) ? oggTruncation(bytes) : flacLayout(bytes).truncated;
     case 'm4a':
       return isoBmffTruncation(bytes);
     case 'webm':

@@ -2,10 +2,11 @@ import { UnsupportedCodecError } from '../containers/errors.js';
 import { mpegChannels } from '../containers/mpeg.js';
 import { pcmLayout } from '../containers/pcm-layout.js';
 import { openAac } from './aac.js';
+import { openFlac } from './flac.js';
 import { openMatroska, openOggOpus } from './opus.js';
 import { openPcm } from './pcm.js';
 import type { PieceDecoder } from './piece.js';
-import { openFlac, openMp3, openOggVorbis } from './wasm.js';
+import { openMp3, openOggVorbis } from './wasm.js';
 
 /**
  * The detected format (detectFormat's name) → its PieceDecoder: the adapter
@@ -23,7 +24,7 @@ export async function openDecoder(type: string, bytes: Uint8Array): Promise<Piec
     case 'mp3':
       return openMp3(mpegChannels(bytes));
     case 'flac':
-      return openFlac();
+      return openFlac(bytes);
     case 'opus':
       return openOggOpus(bytes);
     case 'vorbis':

@@ -1,10 +1,10 @@
 import { NO_PCM, pcmOf, type PieceDecoder, type WasmDecoded } from './piece.js';
 
 /**
- * The codecs decoded by the wasm-audio-decoders family, each loaded on first
- * use: MP3 (mpg123-decoder), FLAC native or in Ogg (@wasm-audio-decoders/flac)
- * and Ogg/Vorbis (@wasm-audio-decoders/ogg-vorbis). These read their own
- * framing, so the file's bytes go to them as they are.
+ * The codecs decoded by the wasm-audio-decoders family that read their own
+ * framing, so the file's bytes go to them as they are, each loaded on first
+ * use: MP3 (mpg123-decoder), Ogg/Vorbis (@wasm-audio-decoders/ogg-vorbis),
+ * and the streaming helper that ./flac.ts uses for FLAC in Ogg.
  */
 
 /**
@@ -24,22 +24,12 @@ export async function openMp3(channels: number): Promise<PieceDecoder> {
   };
 }
 
-/**
- * FLAC (native or in Ogg) through @wasm-audio-decoders/flac. (audio-decode's
- * wrapper around it, used before, dropped frames when a file arrived in
- * pieces: 864–42 336 samples of a 10-minute file, depending on piece size.)
- */
-export async function openFlac(): Promise<PieceDecoder> {
-  const { FLACDecoder } = await import('@wasm-audio-decoders/flac');
-  return openStreaming(new FLACDecoder());
-}
-
 export async function openOggVorbis(): Promise<PieceDecoder> {
   const { OggVorbisDecoder } = await import('@wasm-audio-decoders/ogg-vorbis');
   return openStreaming(new OggVorbisDecoder());
 }
 
-/** A wasm-audio-decoders decoder that takes the file's bytes as they come (FLAC, Ogg/Vorbis). */
+/** A wasm-audio-decoders decoder that takes the file's bytes as they come (Ogg/Vorbis, Ogg FLAC). */
 interface StreamingWasmDecoder {
   ready: Promise<void>;
   decode(bytes: Uint8Array): Promise<WasmDecoded>;
@@ -48,7 +38,7 @@ interface StreamingWasmDecoder {
 }
 
 /** Once it is ready: each piece decoded as it comes, then flushed; its per-frame errors collected (any one fails the file). */
-async function openStreaming(decoder: StreamingWasmDecoder): Promise<PieceDecoder> {
+export async function openStreaming(decoder: StreamingWasmDecoder): Promise<PieceDecoder> {
   await decoder.ready;
   const errors: string[] = [];
   return {

@@ -53,12 +53,19 @@ export class FileCache {
     const name = `${randomBytes(16).toString('hex')}.${extension}`;
     const file = path.join(this.dir, name);
     const partial = path.join(this.dir, `.${name}.part`);
-    await writeFile(partial, bytes);
-    await rename(partial, file);
+    try {
+      await writeFile(partial, bytes);
+      await rename(partial, file);
+    } catch (error) {
+      // A failed write (disk full) leaves no half file behind.
+      await rm(partial, { force: true });
+      throw error;
+    }
     const entry = { size: bytes.byteLength, writtenAt: Date.now() };
     this.entries.set(name, entry);
     this.bytes += entry.size;
-    await this.sweep();
+    // The file just written stays even alone over the cap: its name is about to be handed out.
+    await this.sweep(Date.now(), name);
     return this.describe(name, entry);
   }
 
@@ -75,14 +82,14 @@ export class FileCache {
     return this.describe(name, entry);
   }
 
-  /** Removes expired files, then the oldest while over the size cap. */
-  async sweep(now = Date.now()): Promise<void> {
+  /** Removes expired files, then the oldest (never `keep`) while over the size cap. */
+  async sweep(now = Date.now(), keep?: string): Promise<void> {
     for (const [name, entry] of this.entries) if (this.expired(entry, now)) await this.remove(name);
     if (this.bytes <= this.options.maxBytes) return;
     const oldestFirst = [...this.entries].sort((a, b) => a[1].writtenAt - b[1].writtenAt);
     for (const [name] of oldestFirst) {
       if (this.bytes <= this.options.maxBytes) break;
-      await this.remove(name);
+      if (name !== keep) await this.remove(name);
     }
   }
 

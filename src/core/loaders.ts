@@ -12,6 +12,7 @@ export const defaultLoaders: LoaderTable = {
   'onnx:ocr': () => import('../backends/onnx/ocr.js').then((m) => m.ocrLoader),
   'onnx:asr': () => import('../backends/onnx/whisper.js').then((m) => m.whisperLoader),
   'onnx:asr-stream': () => import('../backends/sherpa/streaming.js').then((m) => m.streamingLoader),
+  'onnx:image': () => import('../backends/onnx/diffusion/loader.js').then((m) => m.imageLoader),
   'onnx:tts': () => import('../backends/onnx/qwen3-tts/index.js').then((m) => m.qwen3TtsLoader),
   'sherpa:tts': () => import('../backends/sherpa/tts.js').then((m) => m.sherpaTtsLoader),
 };

@@ -123,9 +123,9 @@ describe('lserve pull / list / rm', () => {
     const table = await runCli(['list', '--all'], { env });
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +STATUS$/);
-    expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 KB +catalog +not pulled/);
-    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr +asr +onnx +393 KB +catalog +installed/);
+    expect(lines[0]).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +LICENSE +STATUS$/);
+    expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 KB +catalog +mit +not pulled/);
+    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr +asr +onnx +393 KB +catalog +mit +installed/);
     // Columns line up: STATUS starts at the same offset on every line.
     const offsets = new Set(lines.map((l) => l.search(/(STATUS|installed|not pulled|bundled)$/)));
     expect(offsets.size).toBe(1);

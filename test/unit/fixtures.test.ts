@@ -45,7 +45,7 @@ afterAll(async () => {
 describe('npm run fixtures -- DIR', () => {
   it('prints one "<path> <kind>" line per synthetic model, each written into DIR', () => {
     expect(lines.map((l) => path.basename(l.path))).toEqual(FIXTURE_MODELS.map((m) => m.name));
-    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts']);
+    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts', 'image', 'image']);
     for (const line of lines) {
       expect(MODEL_KINDS).toContain(line.kind);
       expect(path.dirname(line.path)).toBe(path.join(tmp, 'models'));
@@ -71,6 +71,8 @@ describe('npm run fixtures -- DIR', () => {
       'synthetic-qwen3-tts-customvoice': 'qwen3-tts-customvoice',
       'synthetic-qwen3-tts-voicedesign': 'qwen3-tts-customvoice',
       'synthetic-qwen3-tts-base': 'qwen3-tts-voiceclone',
+      'synthetic-sd-turbo': 'sd-turbo',
+      'synthetic-taesd': 'taesd',
     });
     const installed = (await store.list()).filter((m) => m.source === 'local');
     expect(installed.map((m) => [m.id, m.entry.kind, m.entry.backend])).toEqual([
@@ -83,6 +85,8 @@ describe('npm run fixtures -- DIR', () => {
       ['synthetic-qwen3-tts-base', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-customvoice', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-voicedesign', 'tts', 'onnx'],
+      ['synthetic-sd-turbo', 'image', 'onnx'],
+      ['synthetic-taesd', 'image', 'onnx'],
       ['synthetic-whisper-tiny', 'asr', 'onnx'],
       ['synthetic-whisper-tiny-timestamped', 'asr', 'onnx'],
       ['synthetic-zipformer-streaming', 'asr-stream', 'onnx'],

@@ -62,6 +62,7 @@ function installedRow(store: ModelStore, model: InstalledModel): ModelRow {
     files: model.files,
     aliases: entry.aliases,
     description: entry.description,
+    license: entry.license,
   };
 }
 
@@ -82,5 +83,6 @@ function catalogRow(entry: CatalogEntry, partialBytes: number): ModelRow {
     files: {},
     aliases: entry.aliases,
     description: entry.description,
+    license: entry.license,
   };
 }

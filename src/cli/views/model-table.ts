@@ -20,16 +20,18 @@ export interface ModelRow {
   files: Record<string, string>;
   aliases: string[];
   description: string;
+  /** The model's licence as its catalog entry names it (e.g. apache-2.0, mit, sai-nc-community); 'unknown' for a user's own file. */
+  license: string;
 }
 
 export const EMPTY_HINT = 'No models installed. Run `lserve list --all` to see the catalog, then `lserve pull <id>`.';
 
-export const HEADER = ['ID', 'KIND', 'BACKEND', 'SIZE', 'SOURCE', 'STATUS'] as const;
+export const HEADER = ['ID', 'KIND', 'BACKEND', 'SIZE', 'SOURCE', 'LICENSE', 'STATUS'] as const;
 
 export function rowCells(row: ModelRow): string[] {
   const size = row.size_bytes === null ? '-' : formatBytes(row.size_bytes);
   const status = row.status === 'partial' ? `partial (${formatBytes(row.partial_bytes ?? 0)})` : row.status;
-  return [row.id, row.kind, row.backend, size, row.source, status];
+  return [row.id, row.kind, row.backend, size, row.source, row.license, status];
 }
 
 export function columnWidths(cells: readonly (readonly string[])[]): number[] {

@@ -4,6 +4,7 @@ import type { WebSocketRoute } from '../websocket.js';
 import { embeddingsRouter } from './embeddings.js';
 import { modelsRouter } from './models.js';
 import { ocrRouter } from './ocr.js';
+import { imagesRouter } from './images.js';
 import { chatRouter } from './chat.js';
 import { anthropicRouter } from './anthropic.js';
 import { rerankRouter } from './rerank.js';
@@ -13,7 +14,7 @@ import { transcriptionStreamRoute } from './transcription-stream.js';
 import { speechRouter } from './speech.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute];

@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { MAX_IMAGES } from '../core/tasks/image/options.js';
+import { OUTPUT_FORMATS } from '../image/rgba.js';
+import { keepAliveField } from './common.js';
+
+/**
+ * The images endpoints. OpenAI's fields (`prompt`, `model`, `n`, `size`,
+ * `response_format`, `output_format`, `output_compression`, `user`) plus the
+ * Stable Diffusion ones clients of local servers send (`seed`, `steps`,
+ * `guidance_scale`, `negative_prompt`, `strength`, and `vae` to decode with a
+ * tiny latent decoder). Unknown fields are a 400 naming them. Multipart
+ * fields arrive as text; the route turns the numeric ones into numbers
+ * before these schemas see them. `null` is read as absent (some clients send
+ * every field).
+ */
+
+const common = {
+  prompt: z.string(),
+  model: z.string().min(1).nullish(),
+  n: z.int().min(1).max(MAX_IMAGES).nullish(),
+  /** `WxH` in multiples of 64 within the model's range, or `auto`. */
+  size: z.string().min(1).nullish(),
+  response_format: z.enum(['url', 'b64_json']).nullish(),
+  output_format: z.enum(OUTPUT_FORMATS).nullish(),
+  /** JPEG/WebP quality (OpenAI's name), 0–100. */
+  output_compression: z.int().min(0).max(100).nullish(),
+  seed: z.int().min(0).max(0xffffffff).nullish(),
+  steps: z.int().min(1).max(1000).nullish(),
+  guidance_scale: z.number().min(0).max(30).nullish(),
+  negative_prompt: z.string().nullish(),
+  /** A latent decoder model (e.g. taesd) to decode with instead of the model's own VAE. */
+  vae: z.string().min(1).nullish(),
+  /** OpenAI's end-user id: accepted, not used. */
+  user: z.string().nullish(),
+  /** Streaming partial images is not offered: only false is accepted. */
+  stream: z.literal(false).nullish(),
+  keep_alive: keepAliveField,
+};
+
+/** POST /v1/images/generations (JSON). */
+export const imageGenerationSchema = z.object(common);
+export type ImageGenerationBody = z.infer<typeof imageGenerationSchema>;
+
+/**
+ * POST /v1/images/edits: multipart `image` (or `image[]`) and `mask` files,
+ * or JSON with `image` / `mask` as base64, data URIs, paths or URLs.
+ */
+export const imageEditSchema = z.object({
+  ...common,
+  image: z.string().min(1).nullish(),
+  mask: z.string().min(1).nullish(),
+});
+export type ImageEditBody = z.infer<typeof imageEditSchema>;
+
+/** POST /v1/images/img2img: multipart `image` file or JSON `image`, and `strength` 0–1 (how much to repaint; default 0.5). */
+export const imageToImageSchema = z.object({
+  ...common,
+  image: z.string().min(1).nullish(),
+  strength: z.number().min(0).max(1).nullish(),
+});
+export type ImageToImageBody = z.infer<typeof imageToImageSchema>;
+
+/** The fields multipart forms carry as text that the schemas take as numbers. */
+export const NUMERIC_FIELDS = ['n', 'output_compression', 'seed', 'steps', 'guidance_scale', 'strength'] as const;
+
+export interface ImageData {
+  url?: string;
+  b64_json?: string;
+  revised_prompt?: string;
+}
+
+/** The response of every images endpoint (OpenAI's shape). */
+export interface ImagesResponse {
+  created: number;
+  data: ImageData[];
+}

@@ -1,0 +1,140 @@
+import { randomBytes } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { LoadedModel, Loader, LoadOptions } from '../../../core/backend.js';
+import { ServerError } from '../../../core/errors.js';
+import type { InstalledModel } from '../../../core/store.js';
+import { OnnxSession } from '../session.js';
+import { ClipTokenizer } from './clip-tokenizer.js';
+import { DiffusionPipeline, LatentDecoder } from './pipeline.js';
+import { JobQueue } from './queue.js';
+import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER_ROLE } from './roles.js';
+
+/**
+ * The `onnx:image` loader. A Stable-Diffusion-family export (roles
+ * text_encoder, unet, vae_decoder, optional vae_encoder, tokenizer_vocab,
+ * tokenizer_merges, optional scheduler) loads as a DiffusionPipeline; a
+ * latent decoder (TAESD-class: role `latent_decoder`, an ONNX graph, or
+ * `decoder_weights`, TAESD's safetensors) loads as a LatentDecoder that image
+ * requests use in place of the pipeline's own VAE decoder.
+ *
+ * Each graph is taken from its fp32 conversion (role `<role>_fp32`, written
+ * when the model was pulled, see core/tasks/image/prepare.ts) when there is
+ * one, else as shipped.
+ */
+
+/** The file a graph role loads from: its fp32 conversion when present. */
+export function graphFile(installed: InstalledModel, role: string): string | undefined {
+  return installed.files[`${role}_fp32`] ?? installed.files[role];
+}
+
+/** Bytes of a graph and of its external data file, if any (`<graph>.data`, as the conversion writes it). */
+function graphBytes(file: string | undefined): number {
+  if (!file) return 0;
+  const size = (f: string) => {
+    try {
+      return statSync(f).size;
+    } catch {
+      return 0;
+    }
+  };
+  return size(file) + size(`${file}.data`);
+}
+
+/**
+ * Memory of a loaded pipeline, measured with the real-size synthetic
+ * SD-Turbo graphs (bench/images.ts, 512×512, peak RSS of the whole process):
+ * fp32 weights 5.2 GB → 9.6 GB; the fp16 export as shipped, 2.6 GB of
+ * weights → 10.9 GB (the casts ONNX Runtime runs around its missing fp16
+ * kernels need fp32 buffers too). So: the weights, fp16 ones counted
+ * 2.5×, plus working memory of 0.85× the fp32 weights per 512×512 image
+ * (the attention scores at full latent resolution and the VAE decoder's
+ * full-resolution activations), scaled by the model's default image area.
+ * Larger requested sizes need more than this.
+ */
+const FP16_AS_SHIPPED = 2.5;
+const WORKSPACE_PER_WEIGHT_AT_512 = 0.85;
+
+function defaultPixels(installed: InstalledModel): number {
+  const d = installed.entry.defaults;
+  return Number(d.width ?? 512) * Number(d.height ?? 512);
+}
+
+function estimate(installed: InstalledModel): number {
+  const area = defaultPixels(installed) / (512 * 512);
+  if (isLatentDecoderModel(installed)) return graphBytes(installed.files[LATENT_DECODER_ROLE] ?? installed.files[DECODER_WEIGHTS_ROLE]) * 2 + 0.3e9 * area;
+  let weights = 0;
+  let fp32Weights = 0;
+  for (const role of GRAPH_ROLES) {
+    const converted = installed.files[`${role}_fp32`];
+    const bytes = converted ? graphBytes(converted) : graphBytes(installed.files[role]);
+    weights += converted ? bytes : bytes * FP16_AS_SHIPPED;
+    fp32Weights += converted ? bytes : bytes * 2;
+  }
+  return Math.round(weights + WORKSPACE_PER_WEIGHT_AT_512 * fp32Weights * area);
+}
+
+function required(installed: InstalledModel, roles: readonly string[]): void {
+  const missing = roles.filter((r) => !installed.files[r]);
+  if (missing.length) {
+    throw new ServerError(`Image model '${installed.id}' lacks ${missing.join(', ')} (it has ${Object.keys(installed.files).join(', ')})`, { code: 'model_incomplete' });
+  }
+}
+
+async function load(installed: InstalledModel, options: LoadOptions): Promise<LoadedModel> {
+  const defaults = installed.entry.defaults;
+  const latentChannels = Number(defaults.latent_channels ?? 4);
+  const sessionOptions = { threads: options.threads };
+  if (installed.files[LATENT_DECODER_ROLE]) {
+    const session = await OnnxSession.create(installed.files[LATENT_DECODER_ROLE], sessionOptions);
+    return new LatentDecoder(session, latentChannels, estimate(installed));
+  }
+  if (installed.files[DECODER_WEIGHTS_ROLE]) {
+    // The graph is built from the weights on each load (milliseconds) and read by ORT from a temporary file.
+    const { readSafetensors, taesdDecoderGraph } = await import('./taesd.js');
+    const graph = taesdDecoderGraph(await readSafetensors(installed.files[DECODER_WEIGHTS_ROLE]));
+    const file = path.join(os.tmpdir(), `lserve-${installed.id}-${randomBytes(6).toString('hex')}.onnx`);
+    await writeFile(file, graph);
+    try {
+      return new LatentDecoder(await OnnxSession.create(file, sessionOptions), latentChannels, estimate(installed));
+    } finally {
+      await rm(file, { force: true });
+    }
+  }
+  required(installed, ['text_encoder', 'unet', 'vae_decoder', 'tokenizer_vocab', 'tokenizer_merges']);
+  const fp16 = GRAPH_ROLES.filter((r) => installed.files[r] && !installed.files[`${r}_fp32`]);
+  if (fp16.length) options.log?.(`${installed.id}: running ${fp16.join(', ')} as shipped (no fp32 conversion found; \`lserve pull ${installed.id}\` writes it)`);
+  const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(defaults.pad_token_id ?? 0));
+  const sessions = await OnnxSession.createAll(
+    {
+      textEncoder: graphFile(installed, 'text_encoder')!,
+      unet: graphFile(installed, 'unet')!,
+      vaeDecoder: graphFile(installed, 'vae_decoder')!,
+      vaeEncoder: graphFile(installed, 'vae_encoder'),
+    },
+    sessionOptions,
+  );
+  try {
+    const info = {
+      latentChannels,
+      scalingFactor: Number(defaults.vae_scaling_factor ?? 0.18215),
+      vaeFactor: Number(defaults.vae_factor ?? 8),
+      canEncode: sessions.vaeEncoder !== undefined,
+    };
+    const queue = new JobQueue(options.maxQueue ?? 16, `Image model '${installed.id}'`);
+    return new DiffusionPipeline(sessions, tokenizer, info, queue, estimate(installed), await readSchedulerConfig(installed));
+  } catch (error) {
+    await Promise.all(Object.values(sessions).map((s) => s?.release()));
+    throw new ServerError(`Image model '${installed.id}' does not have the interface of a Stable Diffusion ONNX export: ${(error as Error).message}`, { code: 'model_mismatch', cause: error });
+  }
+}
+
+/** Reads a model's scheduler_config.json (or undefined when it ships none). */
+export async function readSchedulerConfig(installed: InstalledModel): Promise<unknown> {
+  const file = installed.files.scheduler;
+  return file ? JSON.parse(await readFile(file, 'utf8')) : undefined;
+}
+
+export const imageLoader: Loader = { load, estimateMemory: estimate };

@@ -1,0 +1,351 @@
+import { randomInt } from 'node:crypto';
+import { isLatentDecoderModel } from '../../backends/onnx/diffusion/roles.js';
+import { DiffusionPipeline, LatentDecoder, type TextStates } from '../../backends/onnx/diffusion/pipeline.js';
+import { decodeRgba, encodeRgb, resizeRgba, type OutputFormat, type RgbaImage } from '../../image/rgba.js';
+import type { ModelKind } from '../catalog.js';
+import type { Engine } from '../engine.js';
+import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
+import type { Lease } from '../manager.js';
+import type { InstalledModel } from '../store.js';
+import { alphaMask, composite, featherMask, latentMask, repaintMask } from './image/mask.js';
+import { gaussianNoise, seedOf } from './image/noise.js';
+import { fitSize, isValidSize, MAX_IMAGES, modelSettings, parseSize, type ImageModelSettings } from './image/options.js';
+import { planarToRgb, rgbaToPlanar, rgbaToRgb } from './image/pixels.js';
+import { checkSteps, eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from './image/scheduler.js';
+
+/**
+ * Image generation as a task: text to image, image to image (`init` with a
+ * strength) and inpainting (`edit` with a mask), over a loaded
+ * Stable-Diffusion-family pipeline. The prompt is encoded once, then each of
+ * the `n` images (seeds seed, seed+1, …) runs the sampling loop here, one
+ * UNet step at a time: the request's signal is checked and progress reported
+ * between steps, so a client that disconnects stops its generation at the
+ * next step. Generations queue per model (503 when the line is full). HTTP
+ * (/v1/images/*) and `lserve imagine` both call `generateImages`.
+ */
+
+const KINDS: readonly ModelKind[] = ['image'];
+/** Preferred default when several image models are installed. */
+export const DEFAULT_IMAGE_MODEL = 'sd-turbo';
+/** Longest prompt accepted, in characters (CLIP reads the first 75 tokens anyway). */
+export const MAX_PROMPT_CHARS = 32_000;
+/** Largest input image (img2img, edits) before it is resized to a working size. */
+export const MAX_INPUT_PIXELS = 16_000_000;
+
+export interface ImageRequest {
+  /** Model id or alias; defaults to the installed image model. */
+  model?: string;
+  prompt: string;
+  negativePrompt?: string;
+  /** Images to make, 1–4. */
+  n?: number;
+  /** `WxH`, or 'auto'/undefined for the model's default (img2img and edits: the input's size when valid). */
+  size?: string;
+  steps?: number;
+  /** Classifier-free guidance scale; guidance runs when > 1. */
+  guidanceScale?: number;
+  /** Seed of the first image; the others use seed+1, …. Random when absent. */
+  seed?: number;
+  outputFormat?: OutputFormat;
+  /** JPEG/WebP quality, 0–100. */
+  outputCompression?: number;
+  /** img2img: the starting image and how much of it to repaint (0 keeps it, 1 ignores it). */
+  init?: { image: Uint8Array; strength: number; param?: string };
+  /** Inpainting: the image and a mask (transparent or white = repaint); without a mask, the image's own transparency. */
+  edit?: { image: Uint8Array; mask?: Uint8Array; param?: string; maskParam?: string };
+  /** A latent decoder model (TAESD-class) to decode with instead of the model's own VAE. */
+  vae?: string;
+  keepAliveMs?: number;
+}
+
+export interface GeneratedImage {
+  data: Buffer;
+  format: OutputFormat;
+  width: number;
+  height: number;
+  seed: number;
+}
+
+export interface ImageResult {
+  model: string;
+  created: number;
+  images: GeneratedImage[];
+  /** The prompt as the model read it, when it was too long and cut (CLIP's 77 positions). */
+  revisedPrompt?: string;
+}
+
+export interface ImageProgress {
+  /** 0-based index of the image being made, of `images`. */
+  image: number;
+  images: number;
+  /** Steps done for this image, of `steps` (a decode follows the last). */
+  step: number;
+  steps: number;
+}
+
+export interface GenerateOptions {
+  signal?: AbortSignal;
+  onProgress?: (progress: ImageProgress) => void;
+}
+
+/** The installed image model to use when a request names none. */
+export async function defaultImageModel(engine: Engine): Promise<string> {
+  const installed = (await engine.store.list()).filter((m) => m.entry.kind === 'image' && !isLatentDecoderModel(m));
+  if (installed.some((m) => m.id === DEFAULT_IMAGE_MODEL)) return DEFAULT_IMAGE_MODEL;
+  if (installed.length === 1) return installed[0]!.id;
+  if (installed.length === 0) throw new ModelNotFoundError(`No image model is installed. Run \`lserve pull ${DEFAULT_IMAGE_MODEL}\` to get one.`);
+  throw new InvalidRequestError(`'model' is required: several image models are installed (${installed.map((m) => m.id).join(', ')}).`, { param: 'model', code: 'missing_required_parameter' });
+}
+
+/** A request checked against the model, every input image decoded: nothing left that can be a 4xx. */
+interface Plan {
+  settings: ImageModelSettings;
+  width: number;
+  height: number;
+  n: number;
+  steps: number;
+  guidance: number;
+  seed: number;
+  format: OutputFormat;
+  quality: number;
+  init?: { pixels: Float32Array; strength: number };
+  edit?: { pixels: Float32Array; original: Uint8Array; mask: Float32Array };
+}
+
+export async function generateImages(engine: Engine, request: ImageRequest, options: GenerateOptions = {}): Promise<ImageResult> {
+  const { signal } = options;
+  const name = request.model ?? (await defaultImageModel(engine));
+  const installed = await engine.resolve(name, KINDS);
+  if (isLatentDecoderModel(installed)) {
+    throw new InvalidRequestError(`Model '${installed.id}' is a latent decoder used with image models ('vae'), not a model that generates images.`, { param: 'model', code: 'wrong_model_kind' });
+  }
+  if (request.vae !== undefined) {
+    const vae = await engine.resolve(request.vae, KINDS, 'vae');
+    if (!isLatentDecoderModel(vae)) throw new InvalidRequestError(`'vae' must name a latent decoder model (e.g. taesd); '${vae.id}' is an image model.`, { param: 'vae', code: 'wrong_model_kind' });
+  }
+  const plan = await planRequest(installed, request);
+  signal?.throwIfAborted();
+
+  const lease = await engine.acquire<DiffusionPipeline>(name, KINDS, { keepAliveMs: request.keepAliveMs });
+  let vaeLease: Lease<LatentDecoder> | undefined;
+  try {
+    const pipeline = lease.model;
+    if (!(pipeline instanceof DiffusionPipeline)) throw new InvalidRequestError(`Model '${installed.id}' cannot generate images.`, { param: 'model', code: 'wrong_model_kind' });
+    if ((plan.init || plan.edit) && !pipeline.info.canEncode) {
+      throw new UnsupportedError(`Model '${installed.id}' has no VAE encoder: it cannot start from an image (img2img, edits).`, { param: 'image' });
+    }
+    if (request.vae !== undefined) vaeLease = await engine.acquire<LatentDecoder>(request.vae, KINDS, { keepAliveMs: request.keepAliveMs });
+    const tiny = vaeLease?.model;
+    return await pipeline.queue.run(async () => {
+      const created = Math.floor(Date.now() / 1000);
+      const { images, revisedPrompt } = await run(engine, pipeline, tiny, plan, request, options);
+      return { model: installed.id, created, images, revisedPrompt };
+    }, signal);
+  } finally {
+    vaeLease?.release();
+    lease.release();
+  }
+}
+
+async function planRequest(installed: InstalledModel, request: ImageRequest): Promise<Plan> {
+  const settings = modelSettings(installed.entry);
+  const id = installed.id;
+  if (!request.prompt.trim()) throw new InvalidRequestError("'prompt' is empty: describe the image to make.", { param: 'prompt', code: 'missing_required_parameter' });
+  if (request.prompt.length > MAX_PROMPT_CHARS) throw new InvalidRequestError(`'prompt' has ${request.prompt.length} characters; at most ${MAX_PROMPT_CHARS} are accepted.`, { param: 'prompt', code: 'invalid_value' });
+  const n = request.n ?? 1;
+  if (!Number.isInteger(n) || n < 1 || n > MAX_IMAGES) throw new InvalidRequestError(`'n' must be an integer from 1 to ${MAX_IMAGES}; got ${n}.`, { param: 'n', code: 'invalid_value' });
+  const steps = request.steps ?? settings.steps;
+  checkSteps(steps, settings.maxSteps, id);
+  const guidance = request.guidanceScale ?? settings.guidanceScale;
+  if (!(guidance >= 0 && guidance <= 30)) throw new InvalidRequestError(`'guidance_scale' must be from 0 to 30; got ${guidance}.`, { param: 'guidance_scale', code: 'invalid_value' });
+  if (request.negativePrompt !== undefined && request.negativePrompt.trim() && guidance <= 1) {
+    throw new InvalidRequestError(
+      `'negative_prompt' needs classifier-free guidance: set 'guidance_scale' above 1 (model '${id}' defaults to ${settings.guidanceScale}${settings.guidanceScale <= 1 ? ', no guidance' : ''}).`,
+      { param: 'negative_prompt', code: 'invalid_value' },
+    );
+  }
+  const seed = request.seed ?? randomInt(0, 2 ** 31);
+  if (!Number.isSafeInteger(seed) || seed < 0 || seed > 0xffffffff) throw new InvalidRequestError(`'seed' must be an integer from 0 to 4294967295; got ${seed}.`, { param: 'seed', code: 'invalid_value' });
+  const quality = request.outputCompression ?? 90;
+  if (!Number.isInteger(quality) || quality < 0 || quality > 100) throw new InvalidRequestError(`'output_compression' must be an integer from 0 to 100; got ${quality}.`, { param: 'output_compression', code: 'invalid_value' });
+  const requested = parseSize(request.size, settings, id);
+  const plan: Plan = { settings, width: requested?.width ?? settings.width, height: requested?.height ?? settings.height, n, steps, guidance, seed, format: request.outputFormat ?? 'png', quality };
+
+  const source = request.init ?? request.edit;
+  if (source) {
+    const param = source.param ?? 'image';
+    let image = await decodeRgba(source.image, { param, maxPixels: MAX_INPUT_PIXELS });
+    let mask: Float32Array | undefined;
+    if (request.edit) {
+      const maskParam = request.edit.maskParam ?? 'mask';
+      if (request.edit.mask) {
+        const maskImage = await decodeRgba(request.edit.mask, { param: maskParam, maxPixels: MAX_INPUT_PIXELS });
+        if (maskImage.width !== image.width || maskImage.height !== image.height) {
+          throw new InvalidRequestError(`'${maskParam}' is ${maskImage.width}x${maskImage.height} but '${param}' is ${image.width}x${image.height}: they must be the same size.`, { param: maskParam, code: 'mask_size_mismatch' });
+        }
+        mask = repaintMask(maskImage);
+      } else {
+        mask = alphaMask(image);
+        if (!mask) throw new InvalidRequestError(`A '${maskParam}' is required: '${param}' has no transparent pixels to repaint.`, { param: maskParam, code: 'missing_required_parameter' });
+      }
+    }
+    // The working size: the one asked for, else the image's own when the model takes it, else a fit of it.
+    const size = requested ?? (isValidSize(image.width, image.height, settings) ? { width: image.width, height: image.height } : fitSize(image.width, image.height, settings));
+    plan.width = size.width;
+    plan.height = size.height;
+    if (mask && (image.width !== size.width || image.height !== size.height)) mask = await resizeMask(mask, image, size);
+    image = await resizeRgba(image, size.width, size.height);
+    const pixels = rgbaToPlanar(image);
+    if (request.init) {
+      const strength = request.init.strength;
+      if (!(strength >= 0 && strength <= 1)) throw new InvalidRequestError(`'strength' must be from 0 to 1; got ${strength}.`, { param: 'strength', code: 'invalid_value' });
+      plan.init = { pixels, strength };
+    } else {
+      plan.edit = { pixels, original: rgbaToRgb(image), mask: mask! };
+    }
+  }
+  return plan;
+}
+
+/** Resizes a repaint mask with its image (as a grey image through the same resampler). */
+async function resizeMask(mask: Float32Array, image: RgbaImage, size: { width: number; height: number }): Promise<Float32Array> {
+  const grey = new Uint8Array(mask.length * 4);
+  for (let i = 0; i < mask.length; i++) {
+    const v = Math.round(mask[i]! * 255);
+    grey[i * 4] = grey[i * 4 + 1] = grey[i * 4 + 2] = v;
+    grey[i * 4 + 3] = 255;
+  }
+  const resized = await resizeRgba({ data: grey, width: image.width, height: image.height, hasAlpha: false }, size.width, size.height);
+  return Float32Array.from({ length: size.width * size.height }, (_, i) => resized.data[i * 4]! / 255);
+}
+
+const schedulers = new WeakMap<DiffusionPipeline, SchedulerConfig>();
+
+function schedulerOf(pipeline: DiffusionPipeline): SchedulerConfig {
+  let config = schedulers.get(pipeline);
+  if (!config) schedulers.set(pipeline, (config = parseSchedulerConfig(pipeline.schedulerConfig)));
+  return config;
+}
+
+async function run(
+  engine: Engine,
+  pipeline: DiffusionPipeline,
+  tiny: LatentDecoder | undefined,
+  plan: Plan,
+  request: ImageRequest,
+  { signal, onProgress }: GenerateOptions,
+): Promise<{ images: GeneratedImage[]; revisedPrompt?: string }> {
+  const config = schedulerOf(pipeline);
+  const { info, tokenizer } = pipeline;
+  const guided = plan.guidance > 1;
+  const prompt = tokenizer.encode(request.prompt);
+  const rows = guided ? [tokenizer.encode(request.negativePrompt ?? '').ids, prompt.ids] : [prompt.ids];
+  const states = await pipeline.encodeText(rows);
+  const images: GeneratedImage[] = [];
+  const h = plan.height / info.vaeFactor;
+  const w = plan.width / info.vaeFactor;
+  let progress = { image: 0, step: 0, steps: 0 };
+  try {
+    const initLatents = plan.init ?? plan.edit ? await encodeImage(pipeline, (plan.init ?? plan.edit)!.pixels, plan) : undefined;
+    for (let i = 0; i < plan.n; i++) {
+      const seed = seedOf(plan.seed, i);
+      const sched = plan.init ? partialSchedule(config, plan.steps, plan.init.strength) : schedule(config, plan.steps);
+      progress = { image: i, step: 0, steps: sched.timesteps.length };
+      onProgress?.({ image: i, images: plan.n, step: 0, steps: sched.timesteps.length });
+      const latents = await sample(pipeline, config, states, sched, plan, seed, h, w, initLatents, signal, (step) => {
+        progress.step = step;
+        onProgress?.({ image: i, images: plan.n, step, steps: sched.timesteps.length });
+      });
+      signal?.throwIfAborted();
+      const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w);
+      let rgb = planarToRgb(planar, plan.width, plan.height);
+      if (plan.edit) rgb = composite(plan.edit.original, rgb, featherMask(plan.edit.mask, plan.width, plan.height, Math.max(2, Math.round(Math.min(plan.width, plan.height) / 64))));
+      images.push({ data: await encodeRgb(rgb, plan.width, plan.height, plan.format, plan.quality), format: plan.format, width: plan.width, height: plan.height, seed });
+    }
+  } catch (error) {
+    if (signal?.aborted) engine.options.log(`image generation stopped (client gone) at step ${progress.step}/${progress.steps} of image ${progress.image + 1}/${plan.n}`);
+    throw error;
+  } finally {
+    await states.release().catch(() => undefined);
+  }
+  return { images, revisedPrompt: prompt.truncated ? prompt.kept : undefined };
+}
+
+/** The scaled latents (×scalingFactor) of the plan's input image. */
+async function encodeImage(pipeline: DiffusionPipeline, pixels: Float32Array, plan: Plan): Promise<Float32Array> {
+  const latents = await pipeline.encode(pixels.slice(), plan.height, plan.width);
+  return scaled(latents, pipeline.info.scalingFactor);
+}
+
+function scaled(values: Float32Array, k: number): Float32Array {
+  const out = new Float32Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = values[i]! * k;
+  return out;
+}
+
+/**
+ * The sampling loop for one image: initial latents from the seed's noise
+ * (pure noise; the noised input image for img2img; noise over the image
+ * outside the mask for edits), then Euler steps with optional guidance and,
+ * for edits, the kept region reset to the noised original after each step.
+ */
+async function sample(
+  pipeline: DiffusionPipeline,
+  config: SchedulerConfig,
+  states: TextStates,
+  sched: Schedule,
+  plan: Plan,
+  seed: number,
+  h: number,
+  w: number,
+  init: Float32Array | undefined,
+  signal: AbortSignal | undefined,
+  onStep: (step: number) => void,
+): Promise<Float32Array> {
+  const channels = pipeline.info.latentChannels;
+  const plane = h * w;
+  const noise = gaussianNoise(seed, channels * plane);
+  const sigma0 = sched.sigmas[0]!;
+  const x = new Float32Array(noise.length);
+  const keep = plan.edit ? invert(latentMask(plan.edit.mask, plan.width, plan.height, pipeline.info.vaeFactor)) : undefined;
+  if (plan.edit && init) {
+    // Kept cells start from the noised original, repainted ones from noise alone.
+    for (let i = 0; i < x.length; i++) x[i] = noise[i]! * sigma0 + keep![i % plane]! * init[i]!;
+  } else if (init) {
+    for (let i = 0; i < x.length; i++) x[i] = init[i]! + noise[i]! * sigma0;
+  } else {
+    // diffusers' init_noise_sigma: σ₀ for trailing/linspace spacing, √(σ₀²+1) for leading.
+    const scale = config.timestep_spacing === 'leading' ? Math.sqrt(sigma0 * sigma0 + 1) : sigma0;
+    for (let i = 0; i < x.length; i++) x[i] = noise[i]! * scale;
+  }
+  const batch = states.batch;
+  for (let s = 0; s < sched.timesteps.length; s++) {
+    signal?.throwIfAborted();
+    const sigma = sched.sigmas[s]!;
+    const input = scaleInput(x, sigma, new Float32Array(x.length * batch));
+    if (batch === 2) input.copyWithin(x.length, 0, x.length);
+    const output = await pipeline.predict(input, [batch, channels, h, w], sched.timesteps[s]!, states);
+    const eps = batch === 2 ? guide(output, x.length, plan.guidance) : output;
+    const next = sched.sigmas[s + 1]!;
+    eulerStep(x, eps, sigma, next, config.prediction_type);
+    if (keep && init) {
+      for (let i = 0; i < x.length; i++) {
+        const k = keep[i % plane]!;
+        if (k > 0) x[i] = (1 - k) * x[i]! + k * (init[i]! + noise[i]! * next);
+      }
+    }
+    onStep(s + 1);
+  }
+  return x;
+}
+
+/** ε = ε_uncond + g·(ε_cond − ε_uncond) from a batch of two predictions. */
+function guide(output: Float32Array, size: number, scale: number): Float32Array {
+  const eps = new Float32Array(size);
+  for (let i = 0; i < size; i++) eps[i] = output[i]! + scale * (output[size + i]! - output[i]!);
+  return eps;
+}
+
+function invert(mask: Float32Array): Float32Array {
+  return mask.map((v) => 1 - v);
+}

@@ -1,0 +1,74 @@
+import { InvalidRequestError } from '../../errors.js';
+import type { CatalogEntry } from '../../catalog.js';
+
+/**
+ * What an image model allows, from its catalog defaults: the default and
+ * extreme sizes (each side a multiple of 64), default and most steps, the
+ * default guidance scale. Requests are checked against these before any
+ * work starts; every violation is a 400 that names the valid range.
+ */
+
+export const SIZE_STEP = 64;
+export const MAX_IMAGES = 4;
+
+export interface ImageModelSettings {
+  width: number;
+  height: number;
+  minSide: number;
+  maxSide: number;
+  steps: number;
+  maxSteps: number;
+  guidanceScale: number;
+}
+
+export function modelSettings(entry: CatalogEntry): ImageModelSettings {
+  const d = entry.defaults;
+  const num = (key: string, fallback: number) => (typeof d[key] === 'number' ? (d[key] as number) : fallback);
+  return {
+    width: num('width', 512),
+    height: num('height', 512),
+    minSide: num('min_size', SIZE_STEP),
+    maxSide: num('max_size', 768),
+    steps: num('steps', 1),
+    maxSteps: num('max_steps', 50),
+    guidanceScale: num('guidance_scale', 0),
+  };
+}
+
+export function sizeRange(settings: ImageModelSettings): string {
+  return `each side a multiple of ${SIZE_STEP} from ${settings.minSide} to ${settings.maxSide}`;
+}
+
+/** `WxH` (or 'auto' / absent for the model's default) → a size the model takes, else a 400 listing the range. */
+export function parseSize(size: string | undefined, settings: ImageModelSettings, model: string): { width: number; height: number } | undefined {
+  if (size === undefined || size === 'auto') return undefined;
+  const match = /^(\d{1,5})x(\d{1,5})$/.exec(size.trim());
+  const width = match ? Number(match[1]) : NaN;
+  const height = match ? Number(match[2]) : NaN;
+  const ok = (v: number) => Number.isInteger(v) && v % SIZE_STEP === 0 && v >= settings.minSide && v <= settings.maxSide;
+  if (!ok(width) || !ok(height)) {
+    throw new InvalidRequestError(`'size' must be WIDTHxHEIGHT with ${sizeRange(settings)} for model '${model}' (e.g. ${settings.width}x${settings.height}); got '${size}'.`, {
+      param: 'size',
+      code: 'invalid_size',
+    });
+  }
+  return { width, height };
+}
+
+/** Whether an image's own size is one the model takes as is. */
+export function isValidSize(width: number, height: number, settings: ImageModelSettings): boolean {
+  const ok = (v: number) => v % SIZE_STEP === 0 && v >= settings.minSide && v <= settings.maxSide;
+  return ok(width) && ok(height);
+}
+
+/**
+ * The size to work at for an input image of another size: its aspect ratio
+ * kept, the longer side at the model's default (within range), both sides
+ * rounded to multiples of 64.
+ */
+export function fitSize(width: number, height: number, settings: ImageModelSettings): { width: number; height: number } {
+  const target = Math.min(settings.maxSide, Math.max(settings.width, settings.height));
+  const scale = target / Math.max(width, height);
+  const round = (v: number) => Math.min(settings.maxSide, Math.max(settings.minSide, Math.round((v * scale) / SIZE_STEP) * SIZE_STEP));
+  return { width: round(width), height: round(height) };
+}

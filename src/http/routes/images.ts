@@ -1,0 +1,155 @@
+import path from 'node:path';
+import { Router, type Request, type Response } from 'express';
+import multer from 'multer';
+import { imageEditSchema, imageGenerationSchema, imageToImageSchema, NUMERIC_FIELDS, type ImagesResponse } from '../../api/images.js';
+import { parseKnownFields } from '../../api/validate.js';
+import { InvalidRequestError, UnsupportedError } from '../../core/errors.js';
+import { FileCache } from '../../core/file-cache.js';
+import { generateImages, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
+import { parseDuration, parseSize } from '../../core/units.js';
+import { sendCachedFile } from '../cached-file.js';
+import { requestSignal, type ServerContext } from '../context.js';
+import { decodeBase64Payload, readRemoteInput } from '../remote-input.js';
+
+/**
+ * The images API: POST /v1/images/generations (JSON), /v1/images/edits
+ * (multipart `image` or `image[]` + `mask`, or JSON), /v1/images/img2img
+ * (multipart or JSON `image` + `strength`), and GET /v1/images/cache/:filename
+ * for the files `response_format: url` answers point at.
+ *
+ * Generated files live in `<LSERVE_HOME>/cache/images` for
+ * LSERVE_IMAGE_CACHE_TTL (default 1h) and at most LSERVE_IMAGE_CACHE_MAX
+ * bytes (default 1GiB, oldest removed first); the cache route serves only
+ * names this server wrote there.
+ */
+
+export const IMAGE_CACHE_TTL_MS = 60 * 60_000;
+export const IMAGE_CACHE_MAX_BYTES = 1024 ** 3;
+const CACHE_TYPES = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' } as const;
+const EXTENSIONS = { png: 'png', jpeg: 'jpg', webp: 'webp' } as const;
+
+export function imagesRouter(ctx: ServerContext): Router {
+  const router = Router();
+  const cache = new FileCache(path.join(ctx.engine.options.home, 'cache', 'images'), {
+    ttlMs: process.env.LSERVE_IMAGE_CACHE_TTL ? parseDuration(process.env.LSERVE_IMAGE_CACHE_TTL) : IMAGE_CACHE_TTL_MS,
+    maxBytes: process.env.LSERVE_IMAGE_CACHE_MAX ? parseSize(process.env.LSERVE_IMAGE_CACHE_MAX) : IMAGE_CACHE_MAX_BYTES,
+    types: CACHE_TYPES,
+  });
+  const limits = { fileSize: ctx.options.maxUploadBytes, files: 17 };
+  const upload = multer({ storage: multer.memoryStorage(), limits });
+  const files = upload.fields([
+    { name: 'image', maxCount: 16 },
+    { name: 'image[]', maxCount: 16 },
+    { name: 'mask', maxCount: 1 },
+  ]);
+
+  /** The task's result, or undefined when the client left (or the server is stopping): nobody is there to answer. */
+  const generate = (request: ImageRequest, signal: AbortSignal) =>
+    generateImages(ctx.engine, request, { signal }).catch((error: unknown) => {
+      if (signal.aborted) return undefined;
+      throw error;
+    });
+
+  const answer = async (req: Request, res: Response, result: ImageResult | undefined, format: 'url' | 'b64_json') => {
+    if (!result) return;
+    const data: ImagesResponse['data'] = [];
+    for (const image of result.images) {
+      const item: ImagesResponse['data'][number] = {};
+      if (format === 'b64_json') item.b64_json = image.data.toString('base64');
+      else item.url = `${req.protocol}://${req.get('host')}/v1/images/cache/${(await cache.put(image.data, EXTENSIONS[image.format])).name}`;
+      if (result.revisedPrompt !== undefined) item.revised_prompt = result.revisedPrompt;
+      data.push(item);
+    }
+    const body: ImagesResponse = { created: result.created, data };
+    res.json(body);
+  };
+
+  router.post('/v1/images/generations', async (req, res) => {
+    const signal = requestSignal(req, res, ctx.shutdown);
+    const body = parseKnownFields(imageGenerationSchema, req.body);
+    const result = await generate(requestOf(body), signal);
+    await answer(req, res, result, body.response_format ?? 'url');
+  });
+
+  router.post('/v1/images/edits', files, async (req, res) => {
+    const signal = requestSignal(req, res, ctx.shutdown);
+    const body = parseKnownFields(imageEditSchema, formFields(req));
+    const image = await inputImage(req, body.image, 'image', ctx, signal);
+    if (!image) throw new InvalidRequestError("An 'image' to edit is required (a multipart file, or base64 / a data URI in JSON).", { param: 'image', code: 'missing_required_parameter' });
+    const mask = await inputImage(req, body.mask, 'mask', ctx, signal);
+    const result = await generate({ ...requestOf(body), edit: { image: image.bytes, param: image.param, mask: mask?.bytes, maskParam: mask?.param } }, signal);
+    await answer(req, res, result, body.response_format ?? 'url');
+  });
+
+  router.post('/v1/images/img2img', files, async (req, res) => {
+    const signal = requestSignal(req, res, ctx.shutdown);
+    const body = parseKnownFields(imageToImageSchema, formFields(req));
+    const image = await inputImage(req, body.image, 'image', ctx, signal);
+    if (!image) throw new InvalidRequestError("An 'image' to start from is required (a multipart file, or base64 / a data URI in JSON).", { param: 'image', code: 'missing_required_parameter' });
+    if (fileList(req, 'mask').length) throw new UnsupportedError("img2img takes no 'mask'; use /v1/images/edits to repaint part of an image.", { param: 'mask' });
+    const result = await generate({ ...requestOf(body), init: { image: image.bytes, param: image.param, strength: body.strength ?? 0.5 } }, signal);
+    await answer(req, res, result, body.response_format ?? 'url');
+  });
+
+  router.get('/v1/images/cache/:filename', async (req, res) => {
+    await sendCachedFile(res, cache, req.params.filename, 'image');
+  });
+
+  return router;
+}
+
+type Body = ReturnType<typeof imageGenerationSchema.parse>;
+
+function requestOf(body: Body): ImageRequest {
+  const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
+  return {
+    model: opt(body.model),
+    prompt: body.prompt,
+    negativePrompt: opt(body.negative_prompt),
+    n: opt(body.n),
+    size: opt(body.size),
+    steps: opt(body.steps),
+    guidanceScale: opt(body.guidance_scale),
+    seed: opt(body.seed),
+    outputFormat: opt(body.output_format),
+    outputCompression: opt(body.output_compression),
+    vae: opt(body.vae),
+    keepAliveMs: body.keep_alive,
+  };
+}
+
+/** The request's fields: JSON as is; multipart text fields with the numeric ones as numbers and `stream` as a boolean. */
+function formFields(req: Request): unknown {
+  if (!req.is('multipart/form-data')) return req.body;
+  const fields: Record<string, unknown> = { ...(req.body as Record<string, unknown>) };
+  for (const key of NUMERIC_FIELDS) {
+    const value = fields[key];
+    if (typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) fields[key] = Number(value);
+  }
+  if (fields.stream === 'false') fields.stream = false;
+  else if (fields.stream === 'true') fields.stream = true;
+  return fields;
+}
+
+function fileList(req: Request, field: string): Express.Multer.File[] {
+  const all = req.files as Record<string, Express.Multer.File[]> | undefined;
+  return [...(all?.[field] ?? []), ...(all?.[`${field}[]`] ?? [])];
+}
+
+/**
+ * An input image from a multipart file (`image` or `image[]`, `mask`) or a
+ * JSON field (base64, a data URI, or under the remote-input policy a path
+ * or URL). One image per request: these models repaint one picture.
+ */
+async function inputImage(req: Request, field: string | null | undefined, name: 'image' | 'mask', ctx: ServerContext, signal: AbortSignal): Promise<{ bytes: Uint8Array; param: string } | undefined> {
+  const uploads = fileList(req, name);
+  if (uploads.length > 1) throw new UnsupportedError(`One '${name}' per request: several input images are not supported by these models.`, { param: name });
+  if (uploads.length && field != null) throw new InvalidRequestError(`Give '${name}' once: as a file or as a field, not both.`, { param: name, code: 'invalid_value' });
+  if (uploads.length) return { bytes: uploads[0]!.buffer, param: name };
+  if (field == null) return undefined;
+  if (/^(data:|https?:\/\/|file:\/\/|\/)/i.test(field)) {
+    const policy = { host: ctx.options.host, allow: ctx.options.allowRemoteInput, maxBytes: ctx.options.maxUploadBytes };
+    return { bytes: await readRemoteInput(field, policy, name, signal), param: name };
+  }
+  return { bytes: decodeBase64Payload(field, name, 'image/'), param: name };
+}

@@ -1,0 +1,364 @@
+import OpenAI, { toFile } from 'openai';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
+import { syntheticTaesdModel } from '../fixtures/onnx/sd-turbo/taesd.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * The images API end to end: the synthetic SD-Turbo (the export's four
+ * graphs, names, fp16 types and CLIP vocabulary; tiny channels, random
+ * weights, a near-identity VAE) registered as a model directory, the real
+ * ONNX Runtime and sharp, and the official OpenAI client. Images are 64x64.
+ */
+
+let server: TestServer;
+let client: OpenAI;
+const MODEL = 'sd-test';
+
+beforeAll(async () => {
+  // One waiting request per model, so the queue's limit can be reached.
+  server = await startTestServer({ engine: { maxQueue: 1 } });
+  await server.engine.store.registerDirectory(await tinySdTurboModel(), { kind: 'image', id: MODEL });
+  await server.engine.store.registerDirectory(await syntheticTaesdModel(), { kind: 'image', id: 'taesd-test' });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+interface ImagesBody {
+  created: number;
+  data: Array<{ url?: string; b64_json?: string; revised_prompt?: string }>;
+}
+
+async function post(path: string, body: unknown, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
+}
+
+async function generate(body: Record<string, unknown>): Promise<ImagesBody> {
+  const res = await post('/v1/images/generations', { model: MODEL, prompt: 'a red fox in the snow', size: '64x64', ...body });
+  expect(res.status, await res.clone().text()).toBe(200);
+  return (await res.json()) as ImagesBody;
+}
+
+async function expectError(res: Response, status: number, code: string, param?: string): Promise<string> {
+  const body = (await res.json()) as { error: { message: string; type: string; param: string | null; code: string | null } };
+  expect({ status: res.status, code: body.error.code }).toEqual({ status, code });
+  expect(body.error.type).toBe(status === 404 ? 'not_found_error' : status === 503 ? 'overloaded_error' : 'invalid_request_error');
+  expect(body.error.message).not.toMatch(/\n\s+at /);
+  if (param) expect(body.error.param).toBe(param);
+  return body.error.message;
+}
+
+const bytesOf = (item: { b64_json?: string }) => Buffer.from(item.b64_json!, 'base64');
+
+async function pixels(image: Uint8Array): Promise<{ data: Buffer; width: number; height: number }> {
+  const { data, info } = await sharp(image).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height };
+}
+
+/** A smooth 64x64 test picture (colour gradients), optionally with a transparent square. */
+async function picture(options: { hole?: boolean; width?: number; height?: number } = {}): Promise<Buffer> {
+  const width = options.width ?? 64;
+  const height = options.height ?? 64;
+  const raw = Buffer.alloc(width * height * 4);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const p = (y * width + x) * 4;
+      raw[p] = 40 + Math.round((x / width) * 170);
+      raw[p + 1] = 200 - Math.round((y / height) * 150);
+      raw[p + 2] = 90;
+      raw[p + 3] = options.hole && x >= 16 && x < 48 && y >= 16 && y < 48 ? 0 : 255;
+    }
+  }
+  return sharp(raw, { raw: { width, height, channels: 4 } }).png().toBuffer();
+}
+
+/** A 64x64 mask repainting the square 16…47: transparent there (OpenAI) or white there (no alpha). */
+async function squareMask(kind: 'alpha' | 'white', size = 64): Promise<Buffer> {
+  const channels = kind === 'alpha' ? 4 : 3;
+  const raw = Buffer.alloc(size * size * channels, kind === 'alpha' ? 255 : 0);
+  for (let y = 16; y < 48; y++) for (let x = 16; x < 48; x++) {
+    const p = (y * size + x) * channels;
+    if (kind === 'alpha') raw[p + 3] = 0;
+    else raw.fill(255, p, p + 3);
+  }
+  return sharp(raw, { raw: { width: size, height: size, channels } }).png().toBuffer();
+}
+
+const inSquare = (i: number, width: number) => {
+  const x = i % width;
+  const y = Math.floor(i / width);
+  return x >= 16 && x < 48 && y >= 16 && y < 48;
+};
+
+/** Mean absolute difference per channel value, 0–255. */
+function distance(a: Buffer, b: Buffer): number {
+  let sum = 0;
+  for (let i = 0; i < a.length; i++) sum += Math.abs(a[i]! - b[i]!);
+  return sum / a.length;
+}
+
+describe('POST /v1/images/generations', () => {
+  it('answers the OpenAI client with b64_json images of the requested size', async () => {
+    const res = await client.images.generate({ model: MODEL, prompt: 'a lighthouse at dusk', size: '128x64' as '256x256', response_format: 'b64_json' });
+    expect(res.created).toBeGreaterThan(Date.now() / 1000 - 120);
+    expect(res.data).toHaveLength(1);
+    const image = await pixels(bytesOf(res.data![0]!));
+    expect([image.width, image.height]).toEqual([128, 64]);
+    expect(Object.keys(res.data![0]!)).toEqual(['b64_json']);
+  });
+
+  it('answers url by default: an absolute /v1/images/cache URL serving the same bytes, with type, length and cache headers', async () => {
+    const viaUrl = await generate({ seed: 11 });
+    const url = viaUrl.data[0]!.url!;
+    expect(url).toMatch(new RegExp(`^${server.url}/v1/images/cache/[0-9a-f]{32}\\.png$`));
+    const file = await fetch(url);
+    expect(file.status).toBe(200);
+    expect(file.headers.get('content-type')).toBe('image/png');
+    const bytes = Buffer.from(await file.arrayBuffer());
+    expect(Number(file.headers.get('content-length'))).toBe(bytes.length);
+    expect(file.headers.get('cache-control')).toMatch(/max-age=\d+/);
+    const viaB64 = await generate({ seed: 11, response_format: 'b64_json' });
+    expect(bytesOf(viaB64.data[0]!).equals(bytes)).toBe(true);
+  });
+
+  it('reproduces an image bit for bit from its seed; n images use seed, seed+1, …', async () => {
+    const three = await generate({ seed: 500, n: 3, response_format: 'b64_json' });
+    expect(three.data).toHaveLength(3);
+    const [a, b, c] = three.data.map(bytesOf);
+    expect(a!.equals(b!) || b!.equals(c!)).toBe(false);
+    const again = await generate({ seed: 500, response_format: 'b64_json' });
+    expect(bytesOf(again.data[0]!).equals(a!)).toBe(true);
+    const third = await generate({ seed: 502, response_format: 'b64_json' });
+    expect(bytesOf(third.data[0]!).equals(c!)).toBe(true);
+  });
+
+  it('writes png, jpeg and webp (output_format), each served with its type', async () => {
+    const magic: Record<string, [string, number[]]> = { png: ['image/png', [0x89, 0x50, 0x4e, 0x47]], jpeg: ['image/jpeg', [0xff, 0xd8, 0xff]], webp: ['image/webp', [0x52, 0x49, 0x46, 0x46]] };
+    for (const [format, [type, head]] of Object.entries(magic)) {
+      const body = await generate({ output_format: format, output_compression: 80, seed: 1 });
+      const file = await fetch(body.data[0]!.url!);
+      expect(file.headers.get('content-type')).toBe(type);
+      expect([...new Uint8Array(await file.arrayBuffer()).subarray(0, head.length)]).toEqual(head);
+    }
+  });
+
+  it('runs several steps, classifier-free guidance with a negative prompt, and the tiny VAE decoder', async () => {
+    const one = bytesOf((await generate({ seed: 3, response_format: 'b64_json' })).data[0]!);
+    const four = bytesOf((await generate({ seed: 3, steps: 4, response_format: 'b64_json' })).data[0]!);
+    const guided = bytesOf((await generate({ seed: 3, guidance_scale: 4, negative_prompt: 'blurry', response_format: 'b64_json' })).data[0]!);
+    const tiny = bytesOf((await generate({ seed: 3, vae: 'taesd-test', response_format: 'b64_json' })).data[0]!);
+    for (const other of [four, guided, tiny]) expect(other.equals(one)).toBe(false);
+    expect((await pixels(tiny)).width).toBe(64);
+  });
+
+  it('gives revised_prompt (what the model read) only when the prompt was cut', async () => {
+    expect((await generate({})).data[0]!.revised_prompt).toBeUndefined();
+    const long = `a castle ${'with many towers and flags '.repeat(20)}`;
+    const revised = (await generate({ prompt: long })).data[0]!.revised_prompt!;
+    expect(revised.length).toBeGreaterThan(20);
+    expect(long.toLowerCase().replace(/\s+/g, ' ').startsWith(revised)).toBe(true);
+  });
+
+  it('uses the installed image model when none is named', async () => {
+    const res = await post('/v1/images/generations', { prompt: 'a boat', size: '64x64' });
+    expect(res.status).toBe(200);
+  });
+});
+
+describe('POST /v1/images/img2img', () => {
+  it('stays close to the init image at low strength and leaves it at full strength (multipart and JSON)', async () => {
+    const init = await picture();
+    const original = (await pixels(init)).data;
+    const at = async (strength: number) => {
+      const form = new FormData();
+      form.append('image', new Blob([new Uint8Array(init)], { type: 'image/png' }), 'init.png');
+      for (const [k, v] of Object.entries({ model: MODEL, prompt: 'a painting', strength: String(strength), steps: '4', seed: '9', response_format: 'b64_json' })) form.append(k, v);
+      const res = await fetch(`${server.url}/v1/images/img2img`, { method: 'POST', body: form });
+      expect(res.status, await res.clone().text()).toBe(200);
+      return (await pixels(bytesOf(((await res.json()) as ImagesBody).data[0]!))).data;
+    };
+    const none = distance(await at(0), original);
+    const low = distance(await at(0.1), original);
+    const half = distance(await at(0.5), original);
+    const full = distance(await at(1), original);
+    expect(none).toBeLessThan(4); // the VAE round trip alone
+    expect(low).toBeLessThan(30);
+    expect(low).toBeLessThan(half);
+    expect(full).toBeGreaterThan(2 * low);
+
+    const json = await post('/v1/images/img2img', { model: MODEL, prompt: 'a painting', image: `data:image/png;base64,${init.toString('base64')}`, strength: 0.1, steps: 4, seed: 9, response_format: 'b64_json' });
+    expect(json.status).toBe(200);
+    expect(distance((await pixels(bytesOf(((await json.json()) as ImagesBody).data[0]!))).data, await at(0.1))).toBe(0);
+  });
+
+  it('refuses a bad strength, a missing or undecodable image, and a mask', async () => {
+    const init = (await picture()).toString('base64');
+    await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x', image: init, strength: 1.5 }), 400, 'invalid_value', 'strength');
+    await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x' }), 400, 'missing_required_parameter', 'image');
+    await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x', image: Buffer.from('not an image at all').toString('base64') }), 415, 'unsupported_image_format', 'image');
+    await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x', image: init, mask: init }), 400, 'unsupported_parameter', 'mask');
+  });
+});
+
+describe('POST /v1/images/edits', () => {
+  it('repaints the transparent part of the mask through the OpenAI client and returns every other pixel exactly', async () => {
+    const image = await picture();
+    const original = await pixels(image);
+    const res = await client.images.edit({
+      model: MODEL,
+      prompt: 'a window',
+      image: await toFile(image, 'image.png', { type: 'image/png' }),
+      mask: await toFile(await squareMask('alpha'), 'mask.png', { type: 'image/png' }),
+      response_format: 'b64_json',
+    });
+    const edited = await pixels(bytesOf(res.data![0]!));
+    let kept = 0;
+    let changed = 0;
+    for (let i = 0; i < 64 * 64; i++) {
+      const same = edited.data.subarray(i * 3, i * 3 + 3).equals(original.data.subarray(i * 3, i * 3 + 3));
+      if (!inSquare(i, 64)) expect(same).toBe(true);
+      else if (same) kept++;
+      else changed++;
+    }
+    expect(changed).toBeGreaterThan(kept);
+  });
+
+  it('reads a mask without alpha as white = repaint, and an image with transparency as its own mask', async () => {
+    const image = await picture();
+    const original = (await pixels(image)).data;
+    const form = new FormData();
+    form.append('image[]', new Blob([new Uint8Array(image)], { type: 'image/png' }), 'image.png');
+    form.append('mask', new Blob([new Uint8Array(await squareMask('white'))], { type: 'image/png' }), 'mask.png');
+    for (const [k, v] of Object.entries({ model: MODEL, prompt: 'a door', seed: '4', response_format: 'b64_json' })) form.append(k, v);
+    const white = await fetch(`${server.url}/v1/images/edits`, { method: 'POST', body: form });
+    expect(white.status, await white.clone().text()).toBe(200);
+    const whiteResult = (await pixels(bytesOf(((await white.json()) as ImagesBody).data[0]!))).data;
+
+    const holed = await picture({ hole: true });
+    const own = await post('/v1/images/edits', { model: MODEL, prompt: 'a door', seed: 4, image: holed.toString('base64'), response_format: 'b64_json' });
+    expect(own.status).toBe(200);
+    const ownResult = (await pixels(bytesOf(((await own.json()) as ImagesBody).data[0]!))).data;
+    for (const result of [whiteResult, ownResult]) {
+      for (let i = 0; i < 64 * 64; i++) {
+        if (!inSquare(i, 64)) expect(result.subarray(i * 3, i * 3 + 3).equals(original.subarray(i * 3, i * 3 + 3))).toBe(true);
+      }
+      expect(distance(result, original)).toBeGreaterThan(1);
+    }
+  });
+
+  it('refuses a mask of another size, a missing mask on an opaque image, several images, and no image', async () => {
+    const image = await picture();
+    const form = (fields: Record<string, string>, files: Array<[string, Buffer]>) => {
+      const f = new FormData();
+      for (const [name, bytes] of files) f.append(name, new Blob([new Uint8Array(bytes)], { type: 'image/png' }), `${name}.png`);
+      for (const [k, v] of Object.entries({ model: MODEL, prompt: 'x', ...fields })) f.append(k, v);
+      return fetch(`${server.url}/v1/images/edits`, { method: 'POST', body: f });
+    };
+    const message = await expectError(await form({}, [['image', image], ['mask', await squareMask('alpha', 128)]]), 400, 'mask_size_mismatch', 'mask');
+    expect(message).toMatch(/128x128.*64x64/);
+    await expectError(await form({}, [['image', image]]), 400, 'missing_required_parameter', 'mask');
+    await expectError(await form({}, [['image[]', image], ['image[]', image]]), 400, 'unsupported_parameter', 'image');
+    await expectError(await form({}, []), 400, 'missing_required_parameter', 'image');
+    await expectError(await form({}, [['image', Buffer.from('GIF89a broken')], ['mask', await squareMask('alpha')]]), 415, 'corrupt_image', 'image');
+  });
+});
+
+describe('bad requests', () => {
+  it('answers every bad field with its status and code, and keeps serving', async () => {
+    const gen = (body: Record<string, unknown>) => post('/v1/images/generations', { model: MODEL, prompt: 'x', size: '64x64', ...body });
+    const sizeMessage = await expectError(await gen({ size: '100x100' }), 400, 'invalid_size', 'size');
+    expect(sizeMessage).toMatch(/multiple of 64 from 64 to 768/);
+    await expectError(await gen({ size: '1024x1024' }), 400, 'invalid_size', 'size');
+    await expectError(await gen({ size: 'large' }), 400, 'invalid_size', 'size');
+    await expectError(await gen({ n: 5 }), 400, 'invalid_value', 'n');
+    await expectError(await gen({ n: 0 }), 400, 'invalid_value', 'n');
+    await expectError(await gen({ steps: 9 }), 400, 'invalid_value', 'steps');
+    await expectError(await gen({ response_format: 'xml' }), 400, 'invalid_value', 'response_format');
+    await expectError(await gen({ output_format: 'gif' }), 400, 'invalid_value', 'output_format');
+    await expectError(await gen({ negative_prompt: 'blurry' }), 400, 'invalid_value', 'negative_prompt');
+    await expectError(await gen({ prompt: '   ' }), 400, 'missing_required_parameter', 'prompt');
+    await expectError(await gen({ prompt: undefined }), 400, 'missing_required_parameter', 'prompt');
+    await expectError(await gen({ style: 'vivid' }), 400, 'unsupported_parameter', 'style');
+    await expectError(await gen({ stream: true }), 400, 'invalid_value', 'stream');
+    await expectError(await gen({ model: 'no-such-model' }), 404, 'model_not_found', 'model');
+    await expectError(await gen({ model: 'ppocr-v4-mobile' }), 400, 'wrong_model_kind', 'model');
+    await expectError(await gen({ model: 'taesd-test' }), 400, 'wrong_model_kind', 'model');
+    await expectError(await gen({ vae: MODEL }), 400, 'wrong_model_kind', 'vae');
+    expect((await gen({})).status).toBe(200);
+  });
+});
+
+describe('GET /v1/images/cache/:filename', () => {
+  it('serves only names it wrote: traversal, encoded separators, absolute paths and unknown names are 404', async () => {
+    const url = new URL((await generate({})).data[0]!.url!);
+    const name = url.pathname.split('/').pop()!;
+    for (const bad of ['..%2F..%2Fmodels%2Fsd-test%2Fmanifest.json', '%2Fetc%2Fpasswd', '..', '%2e%2e', `${'0'.repeat(32)}.png`, name.toUpperCase(), `${name}%00.png`, `..%2F${name}`, `${name.slice(0, -4)}.jpg`]) {
+      const res = await fetch(`${server.url}/v1/images/cache/${bad}`);
+      expect(res.status, bad).toBe(404);
+    }
+    expect((await fetch(`${server.url}/v1/images/cache/${name}`)).status).toBe(200);
+  });
+
+  it('expires files after the configured time', async () => {
+    process.env.LSERVE_IMAGE_CACHE_TTL = '1s';
+    const short = await startTestServer();
+    delete process.env.LSERVE_IMAGE_CACHE_TTL;
+    try {
+      await short.engine.store.registerDirectory(await tinySdTurboModel(), { kind: 'image', id: MODEL });
+      const res = await fetch(`${short.url}/v1/images/generations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, prompt: 'x', size: '64x64' }) });
+      const url = ((await res.json()) as ImagesBody).data[0]!.url!;
+      expect((await fetch(url)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await fetch(url)).status).toBe(404);
+    } finally {
+      await short.stop();
+    }
+  });
+});
+
+describe('long generations', () => {
+  const long = { size: '512x512', n: 4, steps: 4, response_format: 'b64_json' };
+
+  it('stops a generation at the next step when its client disconnects, and frees the model', async () => {
+    const controller = new AbortController();
+    const pending = post('/v1/images/generations', { model: MODEL, prompt: 'x', ...long }, controller.signal).catch((e: unknown) => e);
+    await waitFor(() => server.engine.manager.loaded().some((m) => m.id === MODEL && m.activeRequests > 0));
+    await new Promise((r) => setTimeout(r, 300));
+    controller.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    await waitFor(() => server.logs.some((l) => /image generation stopped \(client gone\) at step \d+\/4 of image \d\/4/.test(l)));
+    const line = server.logs.find((l) => l.includes('image generation stopped'))!;
+    // It stopped before the last step of the last image.
+    expect(line).not.toMatch(/step 4\/4 of image 4\/4/);
+    expect((await generate({})).data).toHaveLength(1);
+  });
+
+  it('answers other endpoints during a generation, and 503s requests beyond the queue', async () => {
+    let finished = 0;
+    const first = post('/v1/images/generations', { model: MODEL, prompt: 'x', ...long }).then((r) => ((finished = Date.now()), r));
+    await waitFor(() => server.engine.manager.loaded().some((m) => m.id === MODEL && m.activeRequests > 0));
+    const started = Date.now();
+    const models = await fetch(`${server.url}/v1/models`);
+    expect(models.status).toBe(200);
+    const answered = Date.now();
+    const second = post('/v1/images/generations', { model: MODEL, prompt: 'y', size: '64x64' });
+    await waitFor(() => server.engine.manager.loaded().some((m) => m.id === MODEL && m.activeRequests >= 2));
+    await expectError(await post('/v1/images/generations', { model: MODEL, prompt: 'z', size: '64x64' }), 503, 'overloaded');
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+    expect(answered - started).toBeLessThan(1000);
+    expect(answered).toBeLessThan(finished);
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

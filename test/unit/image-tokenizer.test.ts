@@ -1,0 +1,52 @@
+import path from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CLIP_CONTEXT, ClipTokenizer } from '../../src/backends/onnx/diffusion/clip-tokenizer.js';
+import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
+
+/** The CLIP tokenizer built from the export's vocab.json + merges.txt (the fixture's CLIP-layout vocabulary). */
+
+let tokenizer: ClipTokenizer;
+let vocab: Record<string, number>;
+
+beforeAll(async () => {
+  const dir = path.join(await tinySdTurboModel(), 'tokenizer');
+  tokenizer = await ClipTokenizer.load(path.join(dir, 'vocab.json'), path.join(dir, 'merges.txt'));
+  vocab = JSON.parse(await readFile(path.join(dir, 'vocab.json'), 'utf8')) as Record<string, number>;
+});
+
+describe('CLIP tokenizer', () => {
+  it("has CLIP's vocabulary layout: 49408 symbols, BOS 49406, EOS 49407", () => {
+    expect(Object.keys(vocab)).toHaveLength(49408);
+    expect([vocab['<|startoftext|>'], vocab['<|endoftext|>'], tokenizer.bos, tokenizer.eos]).toEqual([49406, 49407, 49406, 49407]);
+    expect(vocab['a</w>']).toBeDefined();
+  });
+
+  it('wraps the text in BOS … EOS and pads to 77 with 0', () => {
+    const { ids, truncated } = tokenizer.encode('a photo of a cat');
+    expect(ids).toHaveLength(CLIP_CONTEXT);
+    expect(truncated).toBe(false);
+    const end = ids.indexOf(49407);
+    expect(ids[0]).toBe(49406);
+    expect(end).toBeGreaterThan(5);
+    expect([...ids.slice(end + 1)].every((v) => v === 0)).toBe(true);
+    // Whole words end in </w>: "a" is one token, the word-final symbol.
+    expect(ids[1]).toBe(vocab['a</w>']);
+    expect(tokenizer.decode([...ids.slice(1, end)])).toBe('a photo of a cat');
+  });
+
+  it('lower-cases, folds whitespace and splits punctuation and digits as CLIP does', () => {
+    const ids = (text: string) => [...tokenizer.encode(text).ids];
+    expect(ids('A  Photo\tof a CAT')).toEqual(ids('a photo of a cat'));
+    expect(tokenizer.decode([...tokenizer.encode("it's 42!").ids].filter((v) => v !== 0 && v < 49406))).toBe("it 's 4 2 !");
+    expect(tokenizer.decode([...tokenizer.encode('Café déjà vu').ids].filter((v) => v !== 0 && v < 49406))).toBe('café déjà vu');
+  });
+
+  it('keeps the first 75 tokens of a long prompt and reports the text it kept', () => {
+    const long = tokenizer.encode('word '.repeat(100));
+    expect(long.truncated).toBe(true);
+    expect(long.ids[76]).toBe(49407);
+    expect(long.kept!.split(' ').length).toBeLessThan(100);
+    expect('word '.repeat(100).startsWith(long.kept!)).toBe(true);
+  });
+});

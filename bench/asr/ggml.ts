@@ -1,6 +1,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { melFilters, WHISPER_MEL } from '../../src/audio/mel.js';
+import { toHalf } from '../../src/backends/onnx/float16.js';
 import { seededRandom } from '../../test/fixtures/gguf/format.js';
 import { WHISPER_VOCAB_SIZE, type WhisperShape } from '../../test/fixtures/onnx/whisper.js';
 
@@ -105,34 +106,6 @@ function tensors(shape: WhisperShape, wtype: GgmlType): TensorSpec[] {
     attention(`${p}.cross_attn`);
   }
   return out;
-}
-
-/** IEEE half from a float (round to nearest even), as bits. */
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-export function toHalf(value: number): number {
-  f32[0] = value;
-  const x = u32[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exponent = (x >>> 23) & 0xff;
-  let mantissa = x & 0x7fffff;
-  if (exponent === 0xff) return sign | 0x7c00 | (mantissa ? 0x200 : 0);
-  let e = exponent - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mantissa |= 0x800000;
-    const shift = 14 - e;
-    let half = mantissa >>> shift;
-    const rest = mantissa & ((1 << shift) - 1);
-    const midpoint = 1 << (shift - 1);
-    if (rest > midpoint || (rest === midpoint && half & 1)) half++;
-    return sign | half;
-  }
-  let half = (e << 10) | (mantissa >>> 13);
-  const rest = mantissa & 0x1fff;
-  if (rest > 0x1000 || (rest === 0x1000 && half & 1)) half++;
-  return sign | half;
 }
 
 /** ggml's Q8_0: per 32 values, an f16 scale then 32 int8. */

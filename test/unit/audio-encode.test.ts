@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { flacTotalSamples } from '../../src/audio/containers/truncation.js';
 import { decodeAudio } from '../../src/audio/decode.js';
 import { type AudioEncoder, createEncoder, EncoderEndedError, encodeAudio, type SpeechFormat } from '../../src/audio/encode/index.js';
-import { Fft } from '../../src/audio/fft.js';
+import { peakHz } from '../helpers/signal.js';
 
 /**
  * The speech encoders against the project's own decoders (decodeAudio):
@@ -29,22 +29,6 @@ function chirp(rate: number, seconds: number): Float32Array {
     x[i] = 0.5 * Math.sin(2 * Math.PI * (200 * t + 400 * t * t));
   }
   return x;
-}
-
-/** Frequency of the strongest peak of the middle of `x`: Hann window, FFT, parabolic interpolation. */
-function peakHz(x: Float32Array, rate: number): number {
-  const n = 8192;
-  const start = Math.floor((x.length - n) / 2);
-  expect(start).toBeGreaterThanOrEqual(0);
-  const re = new Float64Array(n);
-  const im = new Float64Array(n);
-  for (let i = 0; i < n; i++) re[i] = x[start + i]! * (0.5 - 0.5 * Math.cos((2 * Math.PI * i) / n));
-  new Fft(n).transform(re, im);
-  const mag = (k: number) => Math.log(Math.hypot(re[k]!, im[k]!) + 1e-12);
-  let best = 1;
-  for (let k = 2; k < n / 2 - 1; k++) if (mag(k) > mag(best)) best = k;
-  const [a, b, c] = [mag(best - 1), mag(best), mag(best + 1)];
-  return ((best + (0.5 * (a - c)) / (a - 2 * b + c)) * rate) / n;
 }
 
 /** The lag (−range … range) at which `y` best matches `x`, by cross-correlation over x's middle. */

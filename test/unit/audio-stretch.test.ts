@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Fft } from '../../src/audio/fft.js';
 import { createStretcher, stretch, stretchedLength } from '../../src/audio/stretch.js';
+import { peakHz } from '../helpers/signal.js';
 
 /**
  * WSOLA time stretching: duration scales by 1/speed, pitch stays, events
@@ -33,21 +33,6 @@ function speechLike(seconds: number): Float32Array {
   return x;
 }
 
-/** Frequency of the strongest peak of the middle of `x` (Hann window, FFT, parabolic interpolation). */
-function peakHz(x: Float32Array): number {
-  const n = 8192;
-  const start = Math.floor((x.length - n) / 2);
-  const re = new Float64Array(n);
-  const im = new Float64Array(n);
-  for (let i = 0; i < n; i++) re[i] = x[start + i]! * (0.5 - 0.5 * Math.cos((2 * Math.PI * i) / n));
-  new Fft(n).transform(re, im);
-  const mag = (k: number) => Math.log(Math.hypot(re[k]!, im[k]!) + 1e-12);
-  let best = 1;
-  for (let k = 2; k < n / 2 - 1; k++) if (mag(k) > mag(best)) best = k;
-  const [a, b, c] = [mag(best - 1), mag(best), mag(best + 1)];
-  return ((best + (0.5 * (a - c)) / (a - 2 * b + c)) * RATE) / n;
-}
-
 function maxJump(x: Float32Array): number {
   let jump = 0;
   for (let i = 1; i < x.length; i++) jump = Math.max(jump, Math.abs(x[i]! - x[i - 1]!));
@@ -76,7 +61,7 @@ describe('stretch', () => {
     const y = stretch(x, RATE, speed);
     expect(Math.abs(y.length - x.length / speed)).toBeLessThanOrEqual(0.02 * (x.length / speed));
     expect(y.length).toBe(stretchedLength(x.length, speed));
-    expect(Math.abs(peakHz(y) - 440)).toBeLessThan(440 * 0.005);
+    expect(Math.abs(peakHz(y, RATE) - 440)).toBeLessThan(440 * 0.005);
   });
 
   it.each(SPEEDS)('speed %f: a change at 1 s in the input comes at 1 s / speed in the output', (speed) => {

@@ -11,7 +11,8 @@ import { REAL_ZIPFORMER, writeBenchZipformer } from './zipformer.js';
  * The speech benchmark's synthetic models, generated once into bench/.cache:
  * whisper-base's real dimensions as the onnx-community export lserve loads
  * (fp32, as the catalog's whisper-base files: ≈ 290 MB; the test fixture's
- * writer), the same with an int8 decoder (≈ 160 MB), as whisper.cpp GGML
+ * writer), the same with an int8 decoder (≈ 160 MB) and with an int8 encoder
+ * and decoder (as whisper-base-q8), as whisper.cpp GGML
  * files (F16 matrices as ggml-base.bin, ≈ 148 MB; Q8_0, ≈ 80 MB), and a
  * streaming Zipformer2 with the interface, state sizes and (approximately)
  * the per-chunk compute of sherpa-onnx-streaming-zipformer-en-2023-06-26
@@ -23,21 +24,30 @@ export function benchWhisperOnnx(): Promise<string> {
 }
 
 /**
- * The same model folder with its decoder's MatMuls in int8 (bench/asr/quantize.ts). The other files are
- * hard links (the store refuses symlinks that lead out of a registered folder), copies where links fail.
+ * The same model folder with the MatMuls of `quantize` (bench/asr/quantize.ts) in int8: the decoder alone,
+ * or encoder and decoder as the catalog's `-q8` entries (the exports' `*_quantized.onnx`). The other files
+ * are hard links (the store refuses symlinks that lead out of a registered folder), copies where links fail.
  */
-export async function benchWhisperOnnxInt8Decoder(): Promise<string> {
+async function benchWhisperOnnxQuantized(suffix: string, quantize: readonly ('encoder' | 'decoder')[]): Promise<string> {
   const source = await benchWhisperOnnx();
-  const target = `${source}-int8-decoder`;
-  const decoder = path.join(target, WHISPER_FILES.decoder);
+  const target = `${source}-${suffix}`;
   if (Object.values(WHISPER_FILES).every((f) => existsSync(path.join(target, f)))) return target;
   await mkdir(path.join(target, 'onnx'), { recursive: true });
+  const quantized = new Set<string>(quantize.map((role) => WHISPER_FILES[role]));
   for (const file of Object.values(WHISPER_FILES)) {
     const to = path.join(target, file);
-    if (file !== WHISPER_FILES.decoder && !existsSync(to)) await link(path.join(source, file), to).catch(() => copyFile(path.join(source, file), to));
+    if (!quantized.has(file) && !existsSync(to)) await link(path.join(source, file), to).catch(() => copyFile(path.join(source, file), to));
   }
-  writeQuantized(path.join(source, WHISPER_FILES.decoder), decoder);
+  for (const file of quantized) writeQuantized(path.join(source, file), path.join(target, file));
   return target;
+}
+
+export function benchWhisperOnnxInt8Decoder(): Promise<string> {
+  return benchWhisperOnnxQuantized('int8-decoder', ['decoder']);
+}
+
+export function benchWhisperOnnxQ8(): Promise<string> {
+  return benchWhisperOnnxQuantized('q8', ['encoder', 'decoder']);
 }
 
 export function benchWhisperGgml(type: GgmlType): string {

@@ -8,7 +8,7 @@ import { startServer } from '../../src/http/server.js';
 import { CACHE, fmt, median, repeatedSpeech, sum, wavBytes, type Report } from './common.js';
 import { instrumentWhisper, type WhisperCounters } from './instrument.js';
 import type { GgmlType } from './ggml.js';
-import { benchWhisperGgml, benchWhisperOnnx, benchWhisperOnnxInt8Decoder } from './models.js';
+import { benchWhisperGgml, benchWhisperOnnx, benchWhisperOnnxInt8Decoder, benchWhisperOnnxQ8 } from './models.js';
 import { runWhisperCli, whisperCli, type WhisperCppRun } from './whispercpp.js';
 
 /**
@@ -28,7 +28,9 @@ import { runWhisperCli, whisperCli, type WhisperCppRun } from './whispercpp.js';
  *
  * With `withInt8`, lserve also runs the same model with its decoder's
  * MatMuls quantized to int8 (bench/asr/quantize.ts: what the hub's
- * `decoder_model_merged_int8.onnx` is), for the suggestion it supports.
+ * `decoder_model_merged_int8.onnx` is), and with its encoder's and decoder's
+ * MatMuls in int8 (what the catalog's `-q8` entries load: the exports'
+ * `*_quantized.onnx`; their convolutions stay fp32 here).
  */
 
 export interface OneShotOptions {
@@ -39,7 +41,7 @@ export interface OneShotOptions {
   withWhisperCpp: boolean;
   /** GGML weight types to run whisper.cpp on (f16: what ggml-base.bin is; q8_0: its 8-bit quantization). The first sets the goal. */
   ggmlTypes: GgmlType[];
-  /** Also time lserve with an int8 decoder (a model folder beside the fp32 one). */
+  /** Also time lserve with an int8 decoder, and with an int8 encoder + decoder (-q8) (model folders beside the fp32 one). */
   withInt8: boolean;
   /** Tokens per 30 s window for the normalised RTF (English speech: ≈ 2.5–3.5 words/s ≈ 100–130 tokens). */
   realisticTokens: number;
@@ -87,9 +89,10 @@ function window30(tokens: number, c: { mel: number; enc: number; prompt: number;
   return c.mel + c.enc + c.prompt + tokens * c.step + c.extra;
 }
 
-export async function oneShotSection(report: Report, o: OneShotOptions): Promise<{ lserveNormalisedRtf: number; cppNormalisedRtf: number }> {
+export async function oneShotSection(report: Report, o: OneShotOptions): Promise<{ lserveNormalisedRtf: number; cppNormalisedRtf: number; q8NormalisedRtf: number }> {
   const modelDir = await benchWhisperOnnx();
   const int8Dir = o.withInt8 ? await benchWhisperOnnxInt8Decoder() : undefined;
+  const q8Dir = o.withInt8 ? await benchWhisperOnnxQ8() : undefined;
   const cli = o.withWhisperCpp ? whisperCli(o.whisperBin) : undefined;
   const ggml = cli ? o.ggmlTypes.map((type) => ({ type, file: benchWhisperGgml(type) })) : [];
   const audioSeconds = o.seconds;
@@ -102,6 +105,7 @@ export async function oneShotSection(report: Report, o: OneShotOptions): Promise
   const engine = new Engine({ home, threads: o.threads, keepAliveMs: -1 });
   await engine.store.registerDirectory(modelDir, { kind: 'asr', id: 'whisper-base-synth' });
   if (int8Dir) await engine.store.registerDirectory(int8Dir, { kind: 'asr', id: 'whisper-base-synth-int8' });
+  if (q8Dir) await engine.store.registerDirectory(q8Dir, { kind: 'asr', id: 'whisper-base-synth-q8' });
   const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 64 << 20, logFormat: 'off', log: () => {} });
   const direct = async (model = 'whisper-base-synth'): Promise<LserveRun> => {
     take();
@@ -127,6 +131,7 @@ export async function oneShotSection(report: Report, o: OneShotOptions): Promise
   const viaDirect: LserveRun[] = [];
   const viaHttp: LserveRun[] = [];
   const viaInt8: LserveRun[] = [];
+  const viaQ8: LserveRun[] = [];
   const viaCpp = new Map<GgmlType, WhisperCppRun[]>(ggml.map((g) => [g.type, []]));
   try {
     const started = performance.now();
@@ -134,15 +139,17 @@ export async function oneShotSection(report: Report, o: OneShotOptions): Promise
     await direct();
     await http();
     if (int8Dir) await direct('whisper-base-synth-int8');
+    if (q8Dir) await direct('whisper-base-synth-q8');
     for (let i = 0; i < o.runs; i++) {
       viaDirect.push(await direct());
       viaHttp.push(await http());
       if (int8Dir) viaInt8.push(await direct('whisper-base-synth-int8'));
+      if (q8Dir) viaQ8.push(await direct('whisper-base-synth-q8'));
       for (const g of ggml) viaCpp.get(g.type)!.push(await cpp(g.file));
     }
     report.section(
       `One-shot transcription: ${audioSeconds} s of speech.wav repeated, whisper-base-sized synthetic model, ${o.threads} threads, temperature ${TEMPERATURE} (no fallback); ` +
-        `rounds of lserve direct / HTTP${int8Dir ? ' / direct with an int8 decoder' : ''}${ggml.map((g) => ` / whisper.cpp ${g.type}`).join('')}, median of ${o.runs} (${fmt((performance.now() - started) / 1000, 0)} s):`,
+        `rounds of lserve direct / HTTP${int8Dir ? ' / direct with an int8 decoder' : ''}${q8Dir ? ' / direct q8' : ''}${ggml.map((g) => ` / whisper.cpp ${g.type}`).join('')}, median of ${o.runs} (${fmt((performance.now() - started) / 1000, 0)} s):`,
     );
   } finally {
     await server.close(); // closes the engine too
@@ -180,6 +187,14 @@ export async function oneShotSection(report: Report, o: OneShotOptions): Promise
     int8Rtf = lserveRtfOf(q);
     report.row(`lserve int8 decoder RTF at ${n} tokens per 30 s window`, fmt(int8Rtf, 3), `${fmt(int8Rtf / lserveNormalisedRtf, 2)} × fp32`);
   }
+  let q8Rtf = Number.NaN;
+  if (viaQ8.length) {
+    lserveRow('lserve transcribe(), q8 (int8 encoder + decoder, as -q8)', viaQ8);
+    const q = unitCosts(viaQ8);
+    report.row('lserve q8: encoder per window / prompt step / decoder step', `${fmt(q.enc, 0)} / ${fmt(q.prompt, 0)} / ${fmt(q.step, 2)} ms`, `fp32: ${fmt(u.enc, 0)} / ${fmt(u.prompt, 0)} / ${fmt(u.step, 2)} ms`);
+    q8Rtf = lserveRtfOf(q);
+    report.row(`lserve q8 RTF at ${n} tokens per 30 s window`, fmt(q8Rtf, 3), `${fmt(q8Rtf / lserveNormalisedRtf, 2)} × fp32`);
+  }
 
   let cppNormalisedRtf = Number.NaN;
   for (const [type, runs] of viaCpp) {
@@ -209,8 +224,9 @@ export async function oneShotSection(report: Report, o: OneShotOptions): Promise
     const ratio = lserveNormalisedRtf / normalised;
     report.row(`RTF ratio lserve (fp32, as shipped) / ${label} at ${n} tokens${goal ? ' (goal ≤ 1.0)' : ''}`, fmt(ratio, 2), goal ? (ratio <= 1 ? 'met' : 'NOT met') : '');
     if (Number.isFinite(int8Rtf)) report.row(`RTF ratio lserve int8 decoder / ${label} at ${n} tokens`, fmt(int8Rtf / normalised, 2));
+    if (Number.isFinite(q8Rtf)) report.row(`RTF ratio lserve q8 / ${label} at ${n} tokens`, fmt(q8Rtf / normalised, 2));
     if (goal && first.systemInfo) report.note(`whisper.cpp system_info: ${first.systemInfo}`);
   }
   if (o.withWhisperCpp && !cli) report.note(`(whisper.cpp: no whisper-cli in ${o.whisperBin}; see bench/README.md, "whisper.cpp reference")`);
-  return { lserveNormalisedRtf, cppNormalisedRtf };
+  return { lserveNormalisedRtf, cppNormalisedRtf, q8NormalisedRtf: q8Rtf };
 }

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { LogMel, WHISPER_MEL } from '../../src/audio/mel.js';
+import { LogMel, melFilters, WHISPER_MEL } from '../../src/audio/mel.js';
 
 /**
  * Whisper's log-mel features against values computed with numpy following
@@ -47,5 +47,36 @@ describe('LogMel (Whisper features)', () => {
     const features = await mel.compute(audio, 0, audio.length + 159);
     expect(features.every(Number.isFinite)).toBe(true);
     expect(features).toEqual(await mel.compute(audio));
+  });
+
+  it('computes 128 bands (large-v3) as a direct DFT and dense filterbank would, at the edges and inside', async () => {
+    const options = { ...WHISPER_MEL, nMels: 128 };
+    const mel = new LogMel(options);
+    const audio = signal();
+    const features = await mel.compute(audio);
+    const bands = melFilters(options);
+    const top = features.reduce((a, b) => Math.max(a, b), -Infinity) * 4 - 4;
+    for (const frame of [0, 1, 57, 156, 249, 250, 251, 2999]) {
+      // The centred frame, reflected at the window's edges; past the audio, silence.
+      const x = Array.from({ length: 400 }, (_, n) => {
+        let i = frame * 160 - 200 + n;
+        i = i < 0 ? -i : i >= 480_000 ? 2 * 479_999 - i : i;
+        return (i < audio.length ? audio[i]! : 0) * (0.5 - 0.5 * Math.cos((2 * Math.PI * n) / 400));
+      });
+      const power = Array.from({ length: 201 }, (_, k) => {
+        let re = 0;
+        let im = 0;
+        x.forEach((v, n) => {
+          re += v * Math.cos((2 * Math.PI * k * n) / 400);
+          im -= v * Math.sin((2 * Math.PI * k * n) / 400);
+        });
+        return re * re + im * im;
+      });
+      bands.forEach((band, m) => {
+        const sum = band.weights.reduce((acc, w, i) => acc + w * power[band.first + i]!, 0);
+        const expected = (Math.max(Math.log10(Math.max(sum, 1e-10)), top - 8) + 4) / 4;
+        expect(features[m * 3000 + frame], `mel ${m} frame ${frame}`).toBeCloseTo(expected, 4);
+      });
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EndpointDetector, speechSegments, splitForWindows, type SpeechSegment, type VadEvent } from '../../src/audio/vad.js';
+import { OnnxSession } from '../../src/backends/onnx/session.js';
 import { SileroVad, VAD_SAMPLE_RATE, VAD_WINDOW, sileroVadPath } from '../../src/backends/onnx/silero-vad.js';
 
 /**
@@ -197,6 +198,50 @@ describe('Silero VAD on real speech', () => {
     await expect(c.push(speech.samples)).rejects.toThrow(/closed/);
   });
 
+  it('runs the recurrent loop in its worker with the probabilities of one model run per window', async () => {
+    const session = await OnnxSession.create(sileroVadPath(), { threads: 1 });
+    try {
+      // 21 s: past two of the worker's 10 s chunks.
+      const long = new Float32Array(5 * speech.samples.length);
+      for (let i = 0; i < 5; i++) long.set(speech.samples, i * speech.samples.length);
+      for (const audio of [speech.samples, whiteNoise(3, 0.05, 4), long]) {
+        const expected = await perWindow(session, audio);
+        expect(await vad.probabilities(audio)).toEqual(expected);
+        // A stream whose pushes straddle the chunks and windows: a partial window buffered, then 12 s at once.
+        const stream = vad.createStream();
+        const parts = [audio.subarray(0, 100), audio.subarray(100, 100 + 12 * VAD_SAMPLE_RATE), audio.subarray(100 + 12 * VAD_SAMPLE_RATE)];
+        const pushed: number[] = [];
+        for (const part of parts) pushed.push(...(await stream.push(part)));
+        pushed.push(...(await stream.flush()));
+        stream.close();
+        expect(Float32Array.from(pushed)).toEqual(expected);
+      }
+    } finally {
+      await session.release();
+    }
+  });
+
+  it('stops a long recording between chunks when aborted, and leaves the model usable', async () => {
+    const long = whiteNoise(120, 0.01, 5);
+    await expect(vad.probabilities(long, AbortSignal.abort())).rejects.toThrow(/abort/i);
+    const controller = new AbortController();
+    const started = performance.now();
+    const pending = vad.probabilities(long, controller.signal);
+    setTimeout(() => controller.abort(), 20);
+    await expect(pending).rejects.toThrow(/abort/i);
+    const aborted = performance.now() - started;
+    const whole = performance.now();
+    expect((await vad.probabilities(long)).length).toBe(Math.ceil(long.length / VAD_WINDOW));
+    expect(aborted).toBeLessThan(performance.now() - whole);
+
+    // An aborted push starts its stream over, like reset().
+    const stream = vad.createStream();
+    await expect(stream.push(long.subarray(0, 5 * VAD_SAMPLE_RATE), AbortSignal.abort())).rejects.toThrow(/abort/i);
+    const again = [...(await stream.push(speech.samples)), ...(await stream.flush())];
+    stream.close();
+    expect(Float32Array.from(again)).toEqual(await vad.probabilities(speech.samples));
+  });
+
   it('reset starts a stream over', async () => {
     const stream = vad.createStream();
     await stream.push(whiteNoise(1, 0.05, 9));
@@ -207,6 +252,35 @@ describe('Silero VAD on real speech', () => {
     again.forEach((p, i) => expect(p).toBeCloseTo(alone[i]!, 5));
   });
 });
+
+/**
+ * The reference loop: one model run per 512-sample window from this thread,
+ * the 64-sample context and the state carried here between runs (how lserve
+ * ran Silero before the loop moved into the VAD's worker).
+ */
+async function perWindow(session: OnnxSession, audio: Float32Array): Promise<Float32Array> {
+  const windows = Math.ceil(audio.length / VAD_WINDOW);
+  const out = new Float32Array(windows);
+  let context = new Float32Array(64);
+  let state: Float32Array = new Float32Array(2 * 128);
+  for (let w = 0; w < windows; w++) {
+    const input = new Float32Array(64 + VAD_WINDOW);
+    input.set(context);
+    input.set(audio.subarray(w * VAD_WINDOW, (w + 1) * VAD_WINDOW), 64);
+    context = input.slice(VAD_WINDOW);
+    const outputs = await session.runWith(
+      {
+        input: { type: 'float32', data: input, dims: [1, 64 + VAD_WINDOW] },
+        state: { type: 'float32', data: state, dims: [2, 1, 128] },
+        sr: { type: 'int64', data: BigInt64Array.of(BigInt(VAD_SAMPLE_RATE)), dims: [] },
+      },
+      { fetch: ['output', 'stateN'] },
+    );
+    out[w] = (outputs.output!.data as Float32Array)[0]!;
+    state = outputs.stateN!.data as Float32Array;
+  }
+  return out;
+}
 
 /** Probabilities from runs of [value, windows]. */
 const probs = (...runs: [p: number, windows: number][]): number[] => runs.flatMap(([p, n]) => Array<number>(n).fill(p));

@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { OnnxSession, type Feed } from './session.js';
+import type { Worker } from 'node:worker_threads';
+import { startModuleWorker } from './module-worker.js';
 
 /**
  * Silero VAD (v6.2, MIT, by the Silero team) on onnxruntime-node: speech
@@ -15,9 +16,12 @@ import { OnnxSession, type Feed } from './session.js';
  * `stateN` f32 [2, batch, 128]. Without the 64-sample context v6 outputs
  * ≈ 0 everywhere, so it is always sent, as Silero's own OnnxWrapper does.
  *
- * One loaded model serves many streams: each stream keeps its recurrent state
- * inside the session's worker under its own name (it never crosses threads),
- * and the session runs one window at a time in the order they were pushed.
+ * The model is recurrent and tiny (≈ 0.2 ms a window), so a worker round
+ * trip per window would cost as much as the window itself: the whole loop
+ * runs in the model's own worker (silero-vad-worker.ts), which keeps every
+ * stream's state and context, and one message carries all the windows a push
+ * completes — up to CHUNK_WINDOWS (10 s) of them, so a long upload can be
+ * aborted between chunks and other streams get their turn.
  */
 
 /** The model file, as a catalog `npm` source would name it. */
@@ -27,9 +31,10 @@ export const VAD_SAMPLE_RATE = 16000;
 /** Samples per probability at 16 kHz. */
 export const VAD_WINDOW = 512;
 /** Samples of the previous window the model sees before each new one. */
-const CONTEXT = 64;
-const STATE_DIMS = [2, 1, 128] as const;
-const STATE_SIZE = 2 * 128;
+export const VAD_CONTEXT = 64;
+export const VAD_STATE_DIMS = [2, 1, 128] as const;
+/** Windows per worker message: 10 s of audio, ≈ 65 ms of work. */
+const CHUNK_WINDOWS = Math.ceil((10 * VAD_SAMPLE_RATE) / VAD_WINDOW);
 
 /** Absolute path of the bundled Silero VAD model; throws if its package is not installed. */
 export function sileroVadPath(): string {
@@ -49,38 +54,43 @@ export class SileroVad {
   private readonly freeSlots: number[] = [];
   private slots = 0;
 
-  private constructor(private readonly session: OnnxSession) {}
+  private constructor(private readonly worker: VadWorker) {}
 
   /**
    * Loads the model (the bundled file unless `modelPath` names another
-   * Silero v5/v6 export). One intra-op thread is right for a graph this
-   * small; more only adds synchronisation.
+   * Silero v5/v6 export) in a worker of its own. One intra-op thread is
+   * right for a graph this small; more only adds synchronisation.
    */
   static async load(threads = 1, modelPath: string = sileroVadPath()): Promise<SileroVad> {
-    const session = await OnnxSession.create(modelPath, { threads });
+    const worker = await VadWorker.start(modelPath, threads);
     const missing = [
-      ...['input', 'state', 'sr'].filter((n) => !session.inputNames.includes(n)).map((n) => `input '${n}'`),
-      ...['output', 'stateN'].filter((n) => !session.outputNames.includes(n)).map((n) => `output '${n}'`),
+      ...['input', 'state', 'sr'].filter((n) => !worker.inputNames.includes(n)).map((n) => `input '${n}'`),
+      ...['output', 'stateN'].filter((n) => !worker.outputNames.includes(n)).map((n) => `output '${n}'`),
     ];
     if (missing.length) {
-      await session.release();
+      await worker.release();
       throw new Error(`${modelPath} is not a Silero VAD v5/v6 model: no ${missing.join(', ')}`);
     }
-    return new SileroVad(session);
+    return new SileroVad(worker);
   }
 
   /** A new stream with its own state; close it when the connection ends. */
   createStream(): VadStream {
     const slot = this.freeSlots.pop() ?? this.slots++;
-    return new VadStream(this.session, `silero-vad:${slot}`, () => this.freeSlots.push(slot));
+    return new VadStream(this.worker, `silero-vad:${slot}`, () => this.freeSlots.push(slot));
   }
 
-  /** Speech probability of every window of a whole recording (the last window zero-padded). */
-  async probabilities(audio: Float32Array): Promise<Float32Array> {
+  /**
+   * Speech probability of every window of a whole recording (the last window
+   * zero-padded), computed in the worker 10 s per message. With `signal`,
+   * an abort rejects before the next chunk is sent.
+   */
+  async probabilities(audio: Float32Array, signal?: AbortSignal): Promise<Float32Array> {
     const stream = this.createStream();
     try {
-      const head = await stream.push(audio);
-      const tail = await stream.flush();
+      const head = await stream.push(audio, signal);
+      const tail = await stream.flush(signal);
+      if (tail.length === 0) return head;
       const all = new Float32Array(head.length + tail.length);
       all.set(head);
       all.set(tail, head.length);
@@ -91,7 +101,7 @@ export class SileroVad {
   }
 
   release(): Promise<void> {
-    return this.session.release();
+    return this.worker.release();
   }
 }
 
@@ -106,15 +116,16 @@ export class VadStream {
   readonly windowSamples = VAD_WINDOW;
   private readonly pending = new Float32Array(VAD_WINDOW);
   private pendingLength = 0;
-  private context = new Float32Array(CONTEXT);
-  /** The next run starts from a zero state instead of the one kept in the worker. */
+  /** The next chunk starts from a zero state and context instead of those kept in the worker. */
   private fresh = true;
   private closed = false;
   private windows = 0;
+  /** This stream's chunks, in order: each is sent once the one before it has come back. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   /** @internal use SileroVad.createStream */
   constructor(
-    private readonly session: OnnxSession,
+    private readonly worker: VadWorker,
     private readonly stateName: string,
     private readonly onClose: () => void,
   ) {}
@@ -129,36 +140,47 @@ export class VadStream {
     return this.pendingLength;
   }
 
-  /** Adds samples; resolves with the probabilities of the windows they complete (possibly none). */
-  push(samples: Float32Array): Promise<Float32Array> {
+  /**
+   * Adds samples; resolves with the probabilities of the windows they
+   * complete (possibly none). With `signal`, an abort rejects before the
+   * next chunk is sent (and the stream starts over, as after any failure).
+   */
+  push(samples: Float32Array, signal?: AbortSignal): Promise<Float32Array> {
     if (this.closed) return Promise.reject(new Error('the VAD stream is closed'));
-    const runs: Promise<number>[] = [];
+    const complete = Math.floor((this.pendingLength + samples.length) / VAD_WINDOW);
+    const chunks: Promise<Float32Array>[] = [];
     let offset = 0;
-    while (this.pendingLength + (samples.length - offset) >= VAD_WINDOW) {
-      const take = VAD_WINDOW - this.pendingLength;
-      this.pending.set(samples.subarray(offset, offset + take), this.pendingLength);
-      offset += take;
-      this.pendingLength = 0;
-      runs.push(this.run(this.pending));
+    for (let w = 0; w < complete; w += CHUNK_WINDOWS) {
+      // The worker gets its own copy (transferred): the caller keeps its samples.
+      const chunk = new Float32Array(Math.min(CHUNK_WINDOWS, complete - w) * VAD_WINDOW);
+      let filled = 0;
+      if (this.pendingLength > 0) {
+        chunk.set(this.pending.subarray(0, this.pendingLength));
+        filled = this.pendingLength;
+        this.pendingLength = 0;
+      }
+      chunk.set(samples.subarray(offset, offset + chunk.length - filled), filled);
+      offset += chunk.length - filled;
+      chunks.push(this.send(chunk, signal));
     }
     this.pending.set(samples.subarray(offset), this.pendingLength);
     this.pendingLength += samples.length - offset;
-    return this.collect(runs);
+    return this.collect(chunks);
   }
 
   /** End of audio: the buffered remainder, zero-padded to a window (none if nothing is buffered). */
-  flush(): Promise<Float32Array> {
+  flush(signal?: AbortSignal): Promise<Float32Array> {
     if (this.closed) return Promise.reject(new Error('the VAD stream is closed'));
     if (this.pendingLength === 0) return Promise.resolve(new Float32Array(0));
-    this.pending.fill(0, this.pendingLength);
+    const chunk = new Float32Array(VAD_WINDOW);
+    chunk.set(this.pending.subarray(0, this.pendingLength));
     this.pendingLength = 0;
-    return this.collect([this.run(this.pending)]);
+    return this.collect([this.send(chunk, signal)]);
   }
 
   /** Forgets the audio so far: the next window starts a new recording. */
   reset(): void {
     this.pendingLength = 0;
-    this.context = new Float32Array(CONTEXT);
     this.fresh = true;
     this.windows = 0;
   }
@@ -170,33 +192,101 @@ export class VadStream {
     this.onClose();
   }
 
-  private run(window: Float32Array): Promise<number> {
-    const input = new Float32Array(CONTEXT + VAD_WINDOW);
-    input.set(this.context);
-    input.set(window, CONTEXT);
-    this.context = input.slice(VAD_WINDOW);
-    const state: Feed = this.fresh ? { type: 'float32', data: new Float32Array(STATE_SIZE), dims: STATE_DIMS } : { kept: this.stateName };
+  private send(chunk: Float32Array, signal: AbortSignal | undefined): Promise<Float32Array> {
+    const fresh = this.fresh;
     this.fresh = false;
-    this.windows++;
-    return this.session
-      .runWith(
-        {
-          input: { type: 'float32', data: input, dims: [1, CONTEXT + VAD_WINDOW] },
-          state,
-          sr: { type: 'int64', data: BigInt64Array.of(BigInt(VAD_SAMPLE_RATE)), dims: [] },
-        },
-        { fetch: ['output'], keep: { stateN: this.stateName } },
-      )
-      .then((outputs) => (outputs.output!.data as Float32Array)[0]!);
+    this.windows += chunk.length / VAD_WINDOW;
+    const next = this.queue.then(() => {
+      signal?.throwIfAborted();
+      return this.worker.run(this.stateName, fresh, chunk);
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
-  private async collect(runs: Promise<number>[]): Promise<Float32Array> {
+  private async collect(chunks: Promise<Float32Array>[]): Promise<Float32Array> {
     try {
-      return Float32Array.from(await Promise.all(runs));
+      const results = await Promise.all(chunks);
+      if (results.length === 1) return results[0]!;
+      const all = new Float32Array(results.reduce((n, r) => n + r.length, 0));
+      let at = 0;
+      for (const r of results) {
+        all.set(r, at);
+        at += r.length;
+      }
+      return all;
     } catch (error) {
-      // The kept state may be stale now: start the next window afresh.
+      // The worker's state for this stream is gone or stale: start the next window afresh.
       this.reset();
       throw error;
     }
+  }
+}
+
+type Reply = { id: number; ok: true; result?: unknown } | { id: number; ok: false; error: string };
+
+/** The main thread's handle on silero-vad-worker.ts: one worker per loaded model. */
+class VadWorker {
+  private nextId = 0;
+  private readonly pending = new Map<number, (reply: Reply) => void>();
+  private failure: string | undefined;
+  inputNames: string[] = [];
+  outputNames: string[] = [];
+
+  private constructor(
+    private readonly worker: Worker,
+    readonly path: string,
+  ) {
+    worker.on('message', (reply: Reply) => {
+      const settle = this.pending.get(reply.id);
+      this.pending.delete(reply.id);
+      if (this.pending.size === 0) worker.unref();
+      settle?.(reply);
+    });
+    worker.on('error', (error) => this.failAll(error.message));
+    worker.on('exit', () => this.failAll('the Silero VAD worker exited'));
+  }
+
+  static async start(modelPath: string, threads: number): Promise<VadWorker> {
+    const client = new VadWorker(startModuleWorker(new URL('./silero-vad-worker.js', import.meta.url)), modelPath);
+    try {
+      const names = (await client.call({ type: 'create', path: modelPath, threads })) as { inputNames: string[]; outputNames: string[] };
+      client.inputNames = names.inputNames;
+      client.outputNames = names.outputNames;
+    } catch (error) {
+      await client.worker.terminate();
+      throw error;
+    }
+    return client;
+  }
+
+  /** Runs the whole windows of `samples` (transferred: the caller must not use it afterwards) for one stream. */
+  run(stream: string, fresh: boolean, samples: Float32Array): Promise<Float32Array> {
+    return this.call({ type: 'run', stream, fresh, samples }, [samples.buffer as ArrayBuffer]) as Promise<Float32Array>;
+  }
+
+  async release(): Promise<void> {
+    try {
+      await this.call({ type: 'release' });
+    } finally {
+      await this.worker.terminate();
+    }
+  }
+
+  private call(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<unknown> {
+    if (this.failure) return Promise.reject(new Error(`${this.path}: ${this.failure}`));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, (reply) => (reply.ok ? resolve(reply.result) : reject(new Error(`${this.path}: ${reply.error}`))));
+      // Keep the process alive only while a call is in flight.
+      this.worker.ref();
+      this.worker.postMessage({ ...message, id }, transfer);
+    });
+  }
+
+  private failAll(message: string): void {
+    this.failure ??= message;
+    for (const settle of this.pending.values()) settle({ id: -1, ok: false, error: message });
+    this.pending.clear();
   }
 }

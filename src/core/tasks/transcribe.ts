@@ -70,7 +70,7 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
           { param: 'timestamp_granularities' },
         );
       }
-      const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples)) : undefined;
+      const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples, signal)) : undefined;
       const result = await transcribeSamples(runtime, audio.samples, { ...request, regions }, signal);
       return { ...result, model: installed.id };
     },

@@ -62,7 +62,7 @@ export interface WhisperRuntime extends LoadedModel {
   /** Width of the median filter over the alignment heads' attention (config.json median_filter_width, 7). */
   readonly medianFilterWidth?: number;
   /** Voice activity detection: speech probability per 32 ms (512 samples at 16 kHz). */
-  readonly vad?: { probabilities(samples: Float32Array): Promise<Float32Array> };
+  readonly vad?: { probabilities(samples: Float32Array, signal?: AbortSignal): Promise<Float32Array> };
   encode(features: Float32Array): Promise<EncodedWindow>;
   /** A decode of `window`; with `attention` (only where crossAttentions) it collects the alignment heads' rows. */
   decoder(window: EncodedWindow, options?: { attention?: boolean }): WhisperDecoder;

@@ -280,14 +280,14 @@ describe('Qwen3-TTS synthesis', () => {
     const spoken = await speak('customvoice', { text: 'Hello world.', speaker: 'Ryan', language: 'English' });
     expect(spoken.frames).toBe(expectedFrames(3));
     expect(spoken.samples.length).toBe(spoken.frames * SAMPLES_PER_FRAME);
-    expect(spoken.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([4, 6]);
+    expect(spoken.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([2, 4, 4]);
     expect(rms(spoken.samples)).toBeGreaterThan(0.05);
     expect(spoken.samples.every((x) => x >= -1 && x <= 1)).toBe(true);
 
-    // 16 tokens → 36 frames: blocks of 4, 8, 12, then the rest.
+    // 16 tokens → 36 frames: blocks of 2, 4, 8, 12, then the rest.
     const long = await speak('customvoice', { text: 'One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen.' });
     expect(long.frames).toBe(expectedFrames(16));
-    expect(long.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([4, 8, 12, 12]);
+    expect(long.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([2, 4, 8, 12, 10]);
   });
 
   it('gives identical audio for the same seed, and other audio for another seed or speaker', async () => {
@@ -420,8 +420,8 @@ describe('Qwen3-TTS voice design and cloning', () => {
 });
 
 describe('Qwen3-TTS block schedule', () => {
-  it('cuts 4, 8, then 12 frames, emits the rest at the end, and never emits reference context', () => {
-    expect([0, 4, 8, 12].map((p) => nextBlockSize(STREAMING_BLOCKS, p))).toEqual([4, 8, 12, 12]);
+  it('cuts 2, 4, 8, then 12 frames, emits the rest at the end, and never emits reference context', () => {
+    expect([0, 2, 4, 8, 12].map((p) => nextBlockSize(STREAMING_BLOCKS, p))).toEqual([2, 4, 8, 12, 12]);
     const blocks = new StreamingBlocks(STREAMING_BLOCKS, 25, [new Int32Array(16), new Int32Array(16)]);
     const cuts: Array<[number, number]> = [];
     for (let f = 0; f < 15; f++) {
@@ -431,9 +431,10 @@ describe('Qwen3-TTS block schedule', () => {
     }
     for (let block = blocks.take(true); block; block = blocks.take(true)) cuts.push([block.from, block.to]);
     expect(cuts).toEqual([
-      [2, 6],
-      [6, 14],
-      [14, 17],
+      [2, 4],
+      [4, 8],
+      [8, 16],
+      [16, 17],
     ]);
   });
 });

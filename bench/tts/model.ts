@@ -1,0 +1,102 @@
+import { statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/backends/onnx/qwen3-tts/index.js';
+import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from '../../src/backends/onnx/qwen3-tts/config.js';
+import type { GraphPaths } from '../../src/backends/onnx/qwen3-tts/generator.js';
+import { Qwen3TtsRuntime as Runtime } from '../../src/backends/onnx/qwen3-tts/runtime.js';
+import { GeneratorWorker } from '../../src/backends/onnx/qwen3-tts/worker-client.js';
+import { OnnxSession } from '../../src/backends/onnx/session.js';
+import type { InstalledModel } from '../../src/core/store.js';
+import { QWEN3_TTS_0_6B, qwen3TtsFiles, writeQwen3TtsModel, type Qwen3TtsShape } from '../../test/fixtures/onnx/qwen3-tts.js';
+import type { TransformerShape } from '../../test/fixtures/onnx/qwen3-tts/graph.js';
+import type { Int4Weights } from '../../test/fixtures/onnx/qwen3-tts/int4.js';
+
+/**
+ * The benchmark's models: Qwen3-TTS-12Hz-0.6B's dimensions with fp32 weights
+ * (as cpu_fp32/) or with the talker's and predictor's linear layers in 4 bits
+ * (MatMulNBits, block 32, symmetric: as cpu_int4/), accuracy_level unset (as
+ * the export's quantizer writes it by default) or 4 (int8 activations).
+ */
+
+export const VARIANTS = {
+  fp32: undefined,
+  int4: { blockSize: 32 },
+  'int4-acc4': { blockSize: 32, accuracyLevel: 4 },
+} satisfies Record<string, Int4Weights | undefined>;
+export type Variant = keyof typeof VARIANTS;
+
+export const isVariant = (name: string): name is Variant => name in VARIANTS;
+
+export function variantShape(variant: Variant): Qwen3TtsShape {
+  const int4 = VARIANTS[variant];
+  return int4 ? { ...QWEN3_TTS_0_6B, int4 } : QWEN3_TTS_0_6B;
+}
+
+export function variantDir(variant: Variant): string {
+  const suffix = variant === 'fp32' ? '' : `-${variant}`;
+  return fileURLToPath(new URL(`../../test/.cache/qwen3-tts-0.6b-bench${suffix}`, import.meta.url));
+}
+
+/** Weights of the linear layers of one decoder layer (q, k, v, o, gate, up, down). */
+function layerParams(s: TransformerShape): number {
+  const attention = s.heads * s.headDim;
+  return 2 * s.hidden * attention + 2 * s.hidden * s.kvHeads * s.headDim + 3 * s.hidden * s.intermediate;
+}
+
+/**
+ * Weight bytes a frame reads: one talker step (every layer and the codec
+ * head) and 15 predictor calls (every layer and all 15 heads each call: the
+ * export scores every group per call). Embedding tables are gathered row by
+ * row and left out.
+ */
+export function weightBytes(variant: Variant): { talker: number; predictor: number; frame: number } {
+  const shape = variantShape(variant);
+  const int4 = shape.int4;
+  const perWeight = int4 ? 0.5 + 4 / int4.blockSize : 4; // nibble + its share of a float scale
+  const talker = (shape.talker.layers * layerParams(shape.talker) + shape.talker.hidden * 3072) * perWeight;
+  const predictor = (shape.predictor.layers * layerParams(shape.predictor) + 15 * shape.predictor.hidden * 2048) * perWeight;
+  return { talker, predictor, frame: talker + 15 * predictor };
+}
+
+export interface BenchModel {
+  dir: string;
+  files: Record<string, string>;
+  sizeBytes: number;
+  writeSeconds: number;
+}
+
+export async function writeBenchModel(variant: Variant): Promise<BenchModel> {
+  const started = performance.now();
+  const dir = variantDir(variant);
+  await writeQwen3TtsModel(dir, 'customvoice', variantShape(variant));
+  const files = Object.fromEntries(Object.entries(qwen3TtsFiles('customvoice')).map(([role, f]) => [role, path.join(dir, f)]));
+  const sizeBytes = Object.values(files).reduce((sum, f) => sum + statSync(f).size, 0);
+  return { dir, files, sizeBytes, writeSeconds: (performance.now() - started) / 1000 };
+}
+
+/** The runtime as the server loads it (qwen3TtsLoader). */
+export function loadRuntime(model: BenchModel, threads: number): Promise<Qwen3TtsRuntime> {
+  const installed: InstalledModel = {
+    id: 'qwen3-tts-bench',
+    entry: { id: 'qwen3-tts-bench', kind: 'tts', backend: 'onnx', description: 'bench', aliases: [], owned_by: 'bench', license: 'apache-2.0', files: {}, defaults: {} },
+    source: 'local',
+    files: model.files,
+    sizeBytes: model.sizeBytes,
+  };
+  return qwen3TtsLoader.load(installed, { threads });
+}
+
+/** The same runtime assembled from its parts, with the decoder's worker given its own thread count. */
+export async function loadRuntimeSplit(model: BenchModel, threads: number, decoderThreads: number): Promise<Qwen3TtsRuntime> {
+  const { files } = model;
+  const json = async <T>(file: string) => JSON.parse(await readFile(file, 'utf8')) as T;
+  const config = parseTtsConfig(await json<ModelConfigJson>(files.config!), await json<GenerationConfigJson>(files.generation_config!));
+  const paths = Object.fromEntries(['text_embed', 'codec_embed', 'talker_cache', 'code_predictor', 'residual_embed'].map((g) => [g, files[g]!])) as unknown as GraphPaths;
+  const [generator, decoder] = await Promise.all([
+    GeneratorWorker.start({ paths, threads, config, tokenizer: { vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config } }),
+    OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }),
+  ]);
+  return new Runtime(generator, decoder, config, 0);
+}

@@ -162,5 +162,7 @@ describe('stream jobs on the frame loop', () => {
     const after = performance.now();
     await speak({ model: 'qwen-preset', input: 'Next.' });
     expect(performance.now() - after).toBeLessThan(total / 3);
+    // A hang-up is not a server error.
+    expect(server.logs.filter((line) => line.startsWith('error') || line.includes('failed'))).toEqual([]);
   });
 });

@@ -49,42 +49,45 @@ export function speechRouter(ctx: ServerContext): Router {
 
   router.post('/v1/audio/speech', async (req, res) => {
     const signal = requestSignal(req, res, ctx.shutdown);
-    const body = parseRequest(speechRequestSchema, req.body);
-    const speech = await prepareSpeech(
-      ctx.engine,
-      {
-        model: body.model,
-        input: body.input,
-        voice: body.voice,
-        speaker: body.speaker,
-        voiceDescription: body.voice_description ?? body.instructions,
-        refAudio: body.ref_audio === undefined ? undefined : await referenceAudio(body.ref_audio, ctx, signal),
-        refText: body.ref_text,
-        language: body.language,
-        speed: body.speed,
-        frames: body.frames,
-        seed: body.seed,
-        keepAliveMs: body.keep_alive,
-      },
-      signal,
-    );
-    if (body.stream) {
-      const token = jobs.create({ speech, format: body.response_format ?? 'wav' });
-      res.json({ stream_url: `/v1/audio/speech/stream/${token}` } satisfies SpeechJobResponse);
-      return;
-    }
-    const direct = body.response_format ?? formatAccepted(req);
-    if (direct) {
-      await streamSpeech(res, speech, direct, signal, ctx.options.log);
-      return;
-    }
-    res.json(await oneShot(speech, files, signal));
+    await unlessGone(res, signal, async () => {
+      const body = parseRequest(speechRequestSchema, req.body);
+      const speech = await prepareSpeech(
+        ctx.engine,
+        {
+          model: body.model,
+          input: body.input,
+          voice: body.voice,
+          speaker: body.speaker,
+          voiceDescription: body.voice_description ?? body.instructions,
+          refAudio: body.ref_audio === undefined ? undefined : await referenceAudio(body.ref_audio, ctx, signal),
+          refText: body.ref_text,
+          language: body.language,
+          speed: body.speed,
+          frames: body.frames,
+          seed: body.seed,
+          keepAliveMs: body.keep_alive,
+        },
+        signal,
+      );
+      if (body.stream) {
+        const token = jobs.create({ speech, format: body.response_format ?? 'wav' });
+        res.json({ stream_url: `/v1/audio/speech/stream/${token}` } satisfies SpeechJobResponse);
+        return;
+      }
+      const direct = body.response_format ?? formatAccepted(req);
+      if (direct) {
+        await streamSpeech(res, speech, direct, signal, ctx.options.log);
+        return;
+      }
+      res.json(await oneShot(speech, files, signal));
+    });
   });
 
   router.get('/v1/audio/speech/stream/:token', async (req, res) => {
     const job = jobs.claim(req.params.token);
     if (!job) throw new NotFoundError('No speech stream job with this token: it was already fetched, it expired, or it never existed.', { code: 'stream_not_found' });
-    await streamSpeech(res, job.speech, job.format, requestSignal(req, res, ctx.shutdown), ctx.options.log);
+    const signal = requestSignal(req, res, ctx.shutdown);
+    await unlessGone(res, signal, () => streamSpeech(res, job.speech, job.format, signal, ctx.options.log));
   });
 
   router.get('/v1/audio/files/:name', async (req, res) => {
@@ -130,9 +133,19 @@ async function streamSpeech(res: Response, speech: PreparedSpeech, format: Speec
     send(encoder.end());
     res.end();
   } catch (error) {
-    if (!res.headersSent) throw error;
-    if (!signal.aborted) log(`speech stream failed after it started: ${(error as Error).message}`);
+    if (!res.headersSent || signal.aborted) throw error;
+    log(`speech stream failed after it started: ${(error as Error).message}`);
     res.destroy(error as Error);
+  }
+}
+
+/** Runs a handler whose failure is nobody's business once the client left (or the server is stopping): no 500 is logged for a hang-up. */
+async function unlessGone(res: Response, signal: AbortSignal, handler: () => Promise<void>): Promise<void> {
+  try {
+    await handler();
+  } catch (error) {
+    if (!signal.aborted) throw error;
+    res.destroy();
   }
 }
 

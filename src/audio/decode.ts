@@ -113,13 +113,6 @@ const PIECE_SECONDS = 2;
 /** Output samples copied between two turns of the event loop when joining the pieces (≈ 16 MB). */
 const JOIN_SAMPLES = 4 * 1024 * 1024;
 
-function describeHead(bytes: Uint8Array): string {
-  const head = bytes.subarray(0, 8);
-  const hex = Array.from(head, (b) => b.toString(16).padStart(2, '0')).join(' ');
-  const text = Array.from(head, (b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : '.')).join('');
-  return `${hex} "${text}"`;
-}
-
 /** Mono by averaging the channels; a mono input is returned as is (no copy). */
 function downmix(channels: Float32Array[]): Float32Array {
   if (channels.length === 1) return channels[0]!;
@@ -149,7 +142,7 @@ export async function decodeAudio(bytes: Uint8Array, options: DecodeAudioOptions
   }
   const detected = detectFormat(bytes);
   if (!detected) {
-    throw new UnsupportedMediaError(`The audio is not a recognised audio format (first bytes ${describeHead(bytes)}); ${supported}.`, {
+    throw new UnsupportedMediaError(`The audio is not a recognised audio format (${supported}).`, {
       param,
       code: 'unsupported_audio_format',
     });

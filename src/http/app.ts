@@ -1,16 +1,19 @@
 import express, { type Express } from 'express';
-import { apiKeyCheck, cors, requestLogger } from './middleware.js';
+import { apiKeyCheck, requestLogger } from './middleware.js';
+import { corsHeaders, hostOriginCheck, type HostOriginPolicy } from './host-origin.js';
 import { errorMiddleware, notFoundRoute } from './errors.js';
 import { routers } from './routes/index.js';
 import { assertJsonDepth } from '../api/validate.js';
 import type { ServerContext } from './context.js';
 
-export function createApp(ctx: ServerContext): Express {
+export function createApp(ctx: ServerContext, policy: HostOriginPolicy): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestLogger(ctx.options));
-  app.use(cors(ctx.options.cors));
+  // Host and Origin first: a refused browser request does no work at all.
+  app.use(hostOriginCheck(policy));
+  app.use(corsHeaders(policy));
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Engine } from '../core/engine.js';
+import type { InputPolicy } from './remote-input.js';
 
 /** What every router gets: the engine and the server's settings. */
 export interface ServerContext {
@@ -7,23 +8,30 @@ export interface ServerContext {
   options: ServerOptions;
   /** Aborted when the server shuts down: in-flight work stops. */
   shutdown: AbortSignal;
+  /** What request fields that name a file or URL may read (see remote-input.ts). */
+  inputs: InputPolicy;
 }
 
 export interface ServerOptions {
   host: string;
   port: number;
   apiKey?: string;
-  /** `true` allows any origin; a string is the one allowed origin. */
-  cors: boolean | string;
+  /**
+   * Origins whose pages may call the API (CORS headers, and past the Origin
+   * check): `true` any origin, a list those origins, `false` none but the
+   * server's own pages. See host-origin.ts.
+   */
+  cors: boolean | readonly string[];
+  /** Host names (besides loopback, IP literals and the bound address) that requests may name; `.example.com` covers subdomains, `*` any. */
+  allowedHosts?: readonly string[];
   /** Largest JSON body accepted, in bytes (larger → 413). */
   maxBodyBytes: number;
   /** Largest uploaded file (multipart), in bytes. */
   maxUploadBytes: number;
-  /**
-   * Allowlist for request fields that name a local path or URL (see
-   * remote-input.ts); undefined allows them only while bound to loopback.
-   */
-  allowRemoteInput?: string[];
+  /** Directories whose files path and `file://` inputs may name (symlinks resolved); none by default. */
+  allowLocalFiles?: readonly string[];
+  /** URL inputs may reach non-public addresses: `true` any, or these host names, IPs and CIDR ranges. */
+  allowPrivateUrls?: boolean | readonly string[];
   /** A live-transcription WebSocket that sends no audio for this long is closed (default 30 s). */
   streamIdleMs?: number;
   logFormat: 'text' | 'json' | 'off';

@@ -22,22 +22,6 @@ export function requestLogger(options: ServerOptions): RequestHandler {
   };
 }
 
-export function cors(allowed: boolean | string): RequestHandler {
-  return (req, res, next) => {
-    if (!allowed) return next();
-    res.setHeader('Access-Control-Allow-Origin', allowed === true ? '*' : allowed);
-    res.setHeader('Vary', 'Origin');
-    res.setHeader('Access-Control-Allow-Methods', 'GET,POST,DELETE,OPTIONS');
-    res.setHeader('Access-Control-Allow-Headers', req.header('access-control-request-headers') ?? 'Content-Type, Authorization, x-api-key, anthropic-version');
-    res.setHeader('Access-Control-Max-Age', '600');
-    if (req.method === 'OPTIONS') {
-      res.status(204).end();
-      return;
-    }
-    next();
-  };
-}
-
 /** Accepts `Authorization: Bearer <key>` (OpenAI clients) or `x-api-key` (Anthropic clients). */
 export function isAuthorized(headers: IncomingHttpHeaders, apiKey: string | undefined): boolean {
   if (!apiKey) return true;

@@ -2,11 +2,14 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import type { Engine } from '../core/engine.js';
-import { NotFoundError, isLserveError } from '../core/errors.js';
+import { AuthenticationError, NotFoundError, type LserveError } from '../core/errors.js';
+import { openAIError, toLserveError } from './errors.js';
 import { createApp } from './app.js';
 import type { ServerContext, ServerOptions } from './context.js';
+import { hostOriginPolicy, hostOriginRefusal } from './host-origin.js';
 import { websocketRoutes } from './routes/index.js';
 import { isAuthorized } from './middleware.js';
+import { resolveLocalDirs } from './remote-input.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -18,24 +21,56 @@ export interface RunningServer {
 
 export async function startServer(engine: Engine, options: ServerOptions): Promise<RunningServer> {
   const shutdown = new AbortController();
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal };
-  const app = createApp(ctx);
+  const inputs = {
+    localDirs: await resolveLocalDirs(options.allowLocalFiles ?? []),
+    allowPrivate: options.allowPrivateUrls ?? false,
+    maxBytes: options.maxUploadBytes,
+  };
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs };
+  const policy = hostOriginPolicy(options);
+  const app = createApp(ctx, policy);
   const server = http.createServer(app);
   // Slow uploads are fine; idle keep-alive sockets should not hold shutdown up.
   server.keepAliveTimeout = 5_000;
 
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
+  const sockets = new Map(websocketRoutes.map((route) => [route, new WebSocketServer({ noServer: true, maxPayload: route.maxFrameBytes })]));
   server.on('upgrade', (req, socket, head) => {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    const refuse = (status: number, message: string) => {
-      socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } })}`);
+    // Until ws takes the socket over, a reset from the client must not become an uncaught 'error'.
+    socket.on('error', () => socket.destroy());
+    const refuse = (error: LserveError) => {
+      if (error.status >= 500 && error.status !== 503) options.log(`error upgrading ${req.url}: ${(error.cause as Error)?.stack ?? error.stack}`);
+      const body = JSON.stringify(openAIError(error));
+      socket.end(`HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
     };
+    const url = new URL(req.url ?? '/', 'http://localhost');
     const route = websocketRoutes.find((r) => r.path === url.pathname);
-    if (!route) return refuse(404, new NotFoundError(`No WebSocket endpoint at ${url.pathname}`).message);
-    if (!isAuthorized(req.headers, options.apiKey)) return refuse(401, 'Invalid or missing API key.');
+    const refusal = hostOriginRefusal(req.headers, policy);
+    if (refusal) return refuse(refusal);
+    if (!route) return refuse(new NotFoundError(`No WebSocket endpoint at ${url.pathname}`, { code: 'unknown_route' }));
+    if (!isAuthorized(req.headers, options.apiKey)) return refuse(new AuthenticationError());
     route.accept(req, url, ctx).then(
-      (onConnection) => wss.handleUpgrade(req, socket, head, onConnection),
-      (error: unknown) => refuse(isLserveError(error) ? error.status : 500, isLserveError(error) ? error.message : 'Internal server error'),
+      (session) => {
+        // The client may leave while the model loads: then nobody opens the session, and what accept took goes back.
+        let handed = false;
+        const abandon = () => {
+          if (handed) return;
+          handed = true;
+          session.abandon();
+        };
+        socket.once('close', abandon);
+        if (socket.destroyed) return abandon();
+        sockets.get(route)!.handleUpgrade(req, socket, head, (ws) => {
+          if (handed) return ws.terminate();
+          handed = true;
+          try {
+            session.open(ws);
+          } catch (error) {
+            options.log(`error on ${url.pathname}: ${(error as Error).stack}`);
+            ws.terminate();
+          }
+        });
+      },
+      (error: unknown) => refuse(toLserveError(error)),
     );
   });
 
@@ -58,7 +93,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         shutdown.abort(new Error('server shutting down'));
-        for (const client of wss.clients) client.close(1001, 'server shutting down');
+        for (const wss of sockets.values()) for (const client of wss.clients) client.close(1001, 'server shutting down');
         server.closeIdleConnections();
         // In-flight requests were told to stop; give them a moment to answer, then cut.
         const grace = setTimeout(() => server.closeAllConnections(), 5_000);

@@ -23,9 +23,9 @@ let dir: string;
 let line: { png: Buffer; text: string };
 
 beforeAll(async () => {
-  server = await startTestServer({ server: { maxBodyBytes: 2 * 1024 * 1024 } });
-  restricted = await startTestServer({ server: { allowRemoteInput: [path.join(os.tmpdir(), 'lserve-nowhere')] } });
   dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-ocr-http-'));
+  server = await startTestServer({ server: { maxBodyBytes: 2 * 1024 * 1024, allowLocalFiles: [dir], allowPrivateUrls: ['127.0.0.1'] } });
+  restricted = await startTestServer();
   line = await renderOneLine('Local models answer offline.', 26);
   await installSyntheticV5(server.home);
 });
@@ -78,19 +78,19 @@ describe('POST /v1/ocr input forms', () => {
     expect(cer(line.text, ((await res.json()) as OcrResponse).text)).toBeLessThanOrEqual(0.02);
   });
 
-  it('reads image_url from a local path while bound to loopback, and refuses it under an allowlist', async () => {
+  it('reads image_url from a path under --allow-local-files, and refuses paths by default', async () => {
     const file = path.join(dir, 'line.png');
     await writeFile(file, line.png);
     const res = await post({ model: 'ppocr-v4-mobile', image_url: file });
     expect(res.status).toBe(200);
     expect(cer(line.text, ((await res.json()) as OcrResponse).text)).toBeLessThanOrEqual(0.02);
-    await expectError(await post({ model: 'ppocr-v4-mobile', image_url: file }, restricted), 403, 'remote_input_forbidden', 'image_url');
-    await expectError(await post({ model: 'ppocr-v4-mobile', image_url: 'http://127.0.0.1:1/x.png' }, restricted), 403, 'remote_input_forbidden', 'image_url');
+    await expectError(await post({ model: 'ppocr-v4-mobile', image_url: file }, restricted), 403, 'local_files_forbidden', 'image_url');
+    await expectError(await post({ model: 'ppocr-v4-mobile', image_url: 'http://127.0.0.1:1/x.png' }, restricted), 403, 'private_url_forbidden', 'image_url');
     await expectError(await post({ model: 'ppocr-v4-mobile', image_url: 'relative/path.png' }), 400, 'invalid_value', 'image_url');
     await expectError(await post({ model: 'ppocr-v4-mobile', image_url: path.join(dir, 'missing.png') }), 400, 'file_not_found', 'image_url');
   });
 
-  it('reads image_url from a loopback http URL', async () => {
+  it('reads image_url from a loopback http URL under --allow-private-urls', async () => {
     // The server serves nothing of its own to fetch; a tiny server here does.
     const http = await import('node:http');
     const files = http.createServer((_req, res) => res.end(line.png));

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAudio } from '../../src/audio/decode.js';
@@ -22,7 +23,7 @@ let server: TestServer;
 let reference: Buffer;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  server = await startTestServer({ server: { allowLocalFiles: [dirname(REFERENCE)] } });
   const store = server.engine.store;
   await store.registerDirectory(await tinyQwen3TtsModel('customvoice'), { kind: 'tts', id: 'qwen-preset' });
   await store.registerDirectory(await tinyQwen3TtsModel('voicedesign'), { kind: 'tts', id: 'qwen-design' });

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import net from 'node:net';
 import WebSocket from 'ws';
+import { MAX_FRAME_BYTES } from '../../src/http/routes/transcription-stream.js';
 import { streamingLoader } from '../../src/backends/sherpa/streaming.js';
 import { seededRandom } from '../fixtures/gguf/format.js';
 import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
@@ -147,3 +149,129 @@ describe('GET /v1/audio/transcriptions/stream', () => {
     await Promise.all(open.map((s) => s.closed));
   });
 });
+
+/**
+ * The protocol's hostile corner: whatever one client sends, it ends at most
+ * its own stream; the server keeps serving and every slot comes back.
+ */
+describe('GET /v1/audio/transcriptions/stream: hostile clients', () => {
+  const wsUrl = () => `${server.url.replace('http', 'ws')}/v1/audio/transcriptions/stream?model=zip-test`;
+
+  /** Every slot is free again: the maximum of streams can be opened at once (and closed). */
+  async function expectAllSlotsFree(): Promise<void> {
+    const all = await Promise.all(Array.from({ length: streamingLoader.supervisor.maxStreams }, () => connect()));
+    for (const s of all) s.socket.close();
+    await Promise.all(all.map((s) => s.closed));
+  }
+
+  it('audio after {"type":"end"} is a 4400 for that stream only (it used to kill the server)', async () => {
+    const { socket, messages, closed } = await connect();
+    await send(socket, pcm([['sound', 0.3]]));
+    socket.send(JSON.stringify({ type: 'end' }));
+    socket.send(pcm([['sound', 0.1]]));
+    const { code } = await closed;
+    // The last final may win the race with the late audio; either way the server answered and lives.
+    if (code === 4400) expect(messages.at(-1)).toMatchObject({ error: { code: 'audio_after_end' } });
+    else expect(code).toBe(1000);
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+
+  it('a second {"type":"end"} changes nothing', async () => {
+    const { socket, messages, closed } = await connect();
+    await send(socket, pcm([['sound', 0.3]]));
+    socket.send(JSON.stringify({ type: 'end' }));
+    socket.send(JSON.stringify({ type: 'end' }));
+    expect((await closed).code).toBe(1000);
+    expect(messages.at(-1)!.is_final).toBe(true);
+  });
+
+  it(`a frame over ${MAX_FRAME_BYTES} bytes is closed with 1009 (too big), not 1011`, async () => {
+    const { socket, closed } = await connect();
+    socket.send(Buffer.alloc(MAX_FRAME_BYTES + 2));
+    expect((await closed).code).toBe(1009);
+    // A frame at the limit is taken (decoding 10 s of audio would take long here: hang up once it is in).
+    const ok = await connect();
+    ok.socket.send(Buffer.alloc(MAX_FRAME_BYTES));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(ok.socket.readyState).toBe(WebSocket.OPEN);
+    ok.socket.terminate();
+    await ok.closed;
+  });
+
+  it('text frames: invalid UTF-8 is 1007, JSON of the wrong shape 4400', async () => {
+    const broken = await connect();
+    // A text frame whose bytes are not UTF-8: the server's ws validates it and closes with 1007 itself.
+    broken.socket.send(Buffer.from([0xc3, 0x28]), { binary: false });
+    expect((await broken.closed).code).toBe(1007);
+    for (const garbage of ['null', '[]', '{"type":5}', '"end"', '{}']) {
+      const { socket, messages, closed } = await connect();
+      socket.send(garbage);
+      expect((await closed).code).toBe(4400);
+      expect(messages.at(-1)).toMatchObject({ error: { code: 'invalid_message' } });
+    }
+  });
+
+  it('abrupt disconnects mid-stream release their slots', async () => {
+    for (let round = 0; round < 3; round++) {
+      const sessions = await Promise.all(Array.from({ length: 6 }, () => connect()));
+      await Promise.all(sessions.map((s, i) => send(s.socket, pcm([['sound', 0.2]], i + 1))));
+      for (const s of sessions) s.socket.terminate();
+      await Promise.all(sessions.map((s) => s.closed));
+    }
+    await expectAllSlotsFree();
+  });
+
+  it('a client that resets the connection before the upgrade completes leaves no slot behind', async () => {
+    const { port } = new URL(server.url);
+    for (let i = 0; i < 5; i++) {
+      await new Promise<void>((resolve) => {
+        const socket = net.connect(Number(port), '127.0.0.1', () => {
+          socket.write(
+            [
+              'GET /v1/audio/transcriptions/stream?model=zip-test HTTP/1.1',
+              `Host: 127.0.0.1:${port}`,
+              'Upgrade: websocket',
+              'Connection: Upgrade',
+              'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+              'Sec-WebSocket-Version: 13',
+              '',
+              '',
+            ].join('\r\n'),
+          );
+          socket.resetAndDestroy();
+          resolve();
+        });
+        socket.on('error', () => resolve());
+      });
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    await expectAllSlotsFree();
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+
+  it('many sockets at once: up to the maximum stream, the rest are refused with 503, and all slots come back', async () => {
+    const attempts = streamingLoader.supervisor.maxStreams + 8;
+    const outcomes = await Promise.all(
+      Array.from(
+        { length: attempts },
+        () =>
+          new Promise<{ status: number; socket?: WebSocket }>((resolve) => {
+            const socket = new WebSocket(wsUrl());
+            socket.on('unexpected-response', (_req, res) => resolve({ status: res.statusCode ?? 0 }));
+            socket.on('open', () => resolve({ status: 101, socket }));
+            socket.on('error', () => resolve({ status: 0 }));
+          }),
+      ),
+    );
+    expect(outcomes.filter((o) => o.status === 101)).toHaveLength(streamingLoader.supervisor.maxStreams);
+    expect(outcomes.filter((o) => o.status === 503)).toHaveLength(8);
+    for (const o of outcomes) o.socket?.terminate();
+    await new Promise((r) => setTimeout(r, 200));
+    await expectAllSlotsFree();
+  });
+
+  it('logged no server error through all of it (except the killed recognizer above)', () => {
+    expect(server.logs.filter((line) => line.startsWith('error ') && !/recognizer process/.test(line))).toEqual([]);
+  });
+});
+

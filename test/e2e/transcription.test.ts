@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,7 +23,7 @@ let client: OpenAI;
 let speech: Buffer;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  server = await startTestServer({ server: { allowLocalFiles: [dirname(SPEECH)] } });
   await server.engine.store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-test' });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
   speech = await readFile(SPEECH);

@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { parseSize } from '../../core/units.js';
-import { parseAllowList } from '../../http/remote-input.js';
+import { parseList } from '../../http/remote-input.js';
+import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
 
@@ -12,6 +13,9 @@ interface ServeFlags extends EngineFlags {
   maxBody: string;
   maxUpload: string;
   logFormat: 'text' | 'json' | 'off';
+  allowedHosts?: string;
+  allowLocalFiles?: string;
+  allowPrivateUrls?: boolean | string;
   allowRemoteInput?: string;
 }
 
@@ -21,7 +25,10 @@ export function serveCommand(): Command {
     .addOption(new Option('--host <host>', 'address to bind').env('LSERVE_HOST').default('127.0.0.1'))
     .addOption(new Option('-p, --port <port>', 'port to listen on (0 picks a free one)').env('LSERVE_PORT').default('8080'))
     .addOption(new Option('--api-key <key>', 'require this key (Bearer or x-api-key) on every /v1 request').env('LSERVE_API_KEY'))
-    .option('--cors [origin]', 'send CORS headers (any origin, or only the one given)')
+    .addOption(new Option('--cors [origins]', "let web pages of these origins call the API (comma-separated, e.g. https://app.example.com); alone: any origin").env('LSERVE_CORS'))
+    .addOption(new Option('--allowed-hosts <names>', 'Host names to answer besides loopback names, IP addresses and --host (comma-separated; .example.com covers subdomains)').env('LSERVE_ALLOWED_HOSTS'))
+    .addOption(new Option('--allow-local-files <dirs>', 'let path and file:// inputs read files under these directories (comma-separated); none by default').env('LSERVE_ALLOW_LOCAL_FILES'))
+    .addOption(new Option('--allow-private-urls [hosts]', 'let URL inputs reach loopback and private addresses: these host names, IPs or CIDR ranges (comma-separated), or alone any').env('LSERVE_ALLOW_PRIVATE_URLS'))
     .option('--keep-alive <duration>', 'how long an idle model stays loaded (e.g. 30s, 5m, -1 = forever)', '5m')
     .option('--max-memory <size>', 'memory budget for loaded models (e.g. 8gb); default 60% of RAM')
     .option('--max-loaded <n>', 'most models loaded at once', '3')
@@ -31,7 +38,7 @@ export function serveCommand(): Command {
     .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
     .option('--max-body <size>', 'largest JSON request body', '64mb')
     .option('--max-upload <size>', 'largest uploaded file (multipart)', '256mb')
-    .option('--allow-remote-input <list>', 'comma-separated directories, URL prefixes or hosts that image_url/audio may name (* = any); default: any while bound to loopback, none otherwise')
+    .addOption(new Option('--allow-remote-input <list>').hideHelp())
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
       'after',
@@ -54,6 +61,16 @@ Examples:
         throw new CliError((error as Error).message, EXIT_USAGE);
       }
       if (flags.maxLoaded) positiveInt(flags.maxLoaded, '--max-loaded');
+      if (flags.allowRemoteInput !== undefined) {
+        throw new CliError('--allow-remote-input was replaced: use --allow-local-files DIR[,DIR] for paths and --allow-private-urls for private-network URLs (public URLs need no flag).', EXIT_USAGE);
+      }
+      const list = (value: boolean | string | undefined): boolean | string[] => (typeof value === 'string' ? parseList(value) : (value ?? false));
+      const allowPrivateUrls = list(flags.allowPrivateUrls);
+      try {
+        if (Array.isArray(allowPrivateUrls)) checkPrivateAllowList(allowPrivateUrls);
+      } catch (error) {
+        throw new CliError(`--allow-private-urls: ${(error as Error).message}`, EXIT_USAGE);
+      }
       const log = (message: string) => process.stderr.write(`${message}\n`);
       const engine = createEngine(global, flags, { log: global.verbose ? (m) => log(`[engine] ${m}`) : log });
       // Imported here so that other commands never load express and ws.
@@ -62,11 +79,13 @@ Examples:
         host: flags.host,
         port,
         apiKey: flags.apiKey || undefined,
-        cors: flags.cors ?? false,
+        cors: list(flags.cors),
+        allowedHosts: flags.allowedHosts === undefined ? [] : parseList(flags.allowedHosts),
+        allowLocalFiles: flags.allowLocalFiles === undefined ? [] : parseList(flags.allowLocalFiles),
+        allowPrivateUrls,
         maxBodyBytes,
         maxUploadBytes,
         logFormat: flags.logFormat,
-        allowRemoteInput: flags.allowRemoteInput === undefined ? undefined : parseAllowList(flags.allowRemoteInput),
         log,
       });
       const models = await engine.store.list();

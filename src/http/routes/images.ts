@@ -148,8 +148,7 @@ async function inputImage(req: Request, field: string | null | undefined, name: 
   if (uploads.length) return { bytes: uploads[0]!.buffer, param: name };
   if (field == null) return undefined;
   if (/^(data:|https?:\/\/|file:\/\/|\/)/i.test(field)) {
-    const policy = { host: ctx.options.host, allow: ctx.options.allowRemoteInput, maxBytes: ctx.options.maxUploadBytes };
-    return { bytes: await readRemoteInput(field, policy, name, signal), param: name };
+    return { bytes: await readRemoteInput(field, ctx.inputs, name, signal), param: name };
   }
   return { bytes: decodeBase64Payload(field, name, 'image/'), param: name };
 }

@@ -35,6 +35,5 @@ async function imageFrom(
   if (sources > 1) throw new InvalidRequestError("Give exactly one of 'image_base64', 'image_url' and 'file'.", { param: 'image_base64', code: 'invalid_value' });
   if (file) return { image: file.buffer, param: 'file' };
   if (body.image_base64 !== undefined) return { image: decodeBase64Payload(body.image_base64, 'image_base64', 'image/'), param: 'image_base64' };
-  const policy = { host: ctx.options.host, allow: ctx.options.allowRemoteInput, maxBytes: ctx.options.maxUploadBytes };
-  return { image: await readRemoteInput(body.image_url!, policy, 'image_url', signal), param: 'image_url' };
+  return { image: await readRemoteInput(body.image_url!, ctx.inputs, 'image_url', signal), param: 'image_url' };
 }

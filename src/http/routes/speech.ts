@@ -163,11 +163,10 @@ function formatAccepted(req: Request): SpeechFormat | undefined {
   return undefined;
 }
 
-/** `ref_audio`: a data URI, path or URL under the remote-input policy, or bare base64. */
+/** `ref_audio`: a data URI, path or URL under the rules of remote-input.ts, or bare base64. */
 async function referenceAudio(value: string, ctx: ServerContext, signal: AbortSignal): Promise<Buffer> {
   if (/^(data:|https?:\/\/|file:\/\/|\/)/i.test(value) || path.isAbsolute(value)) {
-    const policy = { host: ctx.options.host, allow: ctx.options.allowRemoteInput, maxBytes: ctx.options.maxUploadBytes };
-    return readRemoteInput(value, policy, 'ref_audio', signal);
+    return readRemoteInput(value, ctx.inputs, 'ref_audio', signal);
   }
   return decodeBase64Payload(value, 'ref_audio', 'audio/');
 }

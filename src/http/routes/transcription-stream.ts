@@ -1,37 +1,53 @@
-import type { WebSocket } from 'ws';
+import type { RawData, WebSocket } from 'ws';
 import type { StreamingRecognizer } from '../../backends/sherpa/streaming.js';
 import { pcm16ToFloat32 } from '../../audio/pcm.js';
 import { InvalidRequestError, isLserveError, type LserveError } from '../../core/errors.js';
 import { defaultStreamingModel } from '../../core/tasks/transcribe.js';
 import type { Lease } from '../../core/manager.js';
 import type { WebSocketRoute } from '../websocket.js';
+import { toLserveError } from '../errors.js';
 
 /**
  * GET /v1/audio/transcriptions/stream?model=<id>: live recognition over a
- * WebSocket. Binary frames of PCM16 LE 16 kHz mono in (any size, an even
- * number of bytes); JSON `{"text","is_final"}` out: partials while an
- * utterance goes on, a final at each endpoint (the next utterance starts
- * from empty text), and a last final after `{"type":"end"}`, then a normal
- * close. Errors are a JSON `{"error":{…}}` message and a close code:
- * 4400 bad input, 4404 unknown or non-streaming model, 4408 idle too long,
- * 1011 recognizer failure. When the server already runs its maximum of
- * streams, the upgrade itself is refused (503).
+ * WebSocket. Binary frames of PCM16 LE 16 kHz mono in (an even number of
+ * bytes, at most MAX_FRAME_BYTES each); JSON `{"text","is_final"}` out:
+ * partials while an utterance goes on, a final at each endpoint (the next
+ * utterance starts from empty text), and a last final after `{"type":"end"}`,
+ * then a normal close. Errors are a JSON `{"error":{…}}` message and a close
+ * code: 4400 bad input (audio after `end` included), 1009 a frame over the
+ * limit, 4404 unknown or non-streaming model, 4408 idle too long, 1013 audio
+ * arriving faster than it is recognised, 1011 recognizer failure. When the
+ * server already runs its maximum of streams, the upgrade itself is refused
+ * (503). Every handler below runs inside one error boundary: whatever a
+ * client sends ends at most its own stream.
  */
 
 /** A connection that sends no audio for this long is closed (4408); `streamIdleMs` in the server options overrides it. */
 export const STREAM_IDLE_MS = 30_000;
 
-const CLOSE = { normal: 1000, failure: 1011, badInput: 4400, unknownModel: 4404, idle: 4408 } as const;
+/** Largest binary frame: 10 s of audio (ws closes larger ones with 1009 before they are buffered whole). */
+export const MAX_FRAME_BYTES = 10 * 16_000 * 2;
+
+const CLOSE = { normal: 1000, tooBig: 1009, failure: 1011, tryLater: 1013, badInput: 4400, unknownModel: 4404, idle: 4408 } as const;
+
+/** The close code for an error: the client's fault is a 44xx/1009, a full server 1013, anything else 1011. */
+function closeCode(error: LserveError): number {
+  if (error.code === 'idle_timeout') return CLOSE.idle;
+  if (error.status === 413) return CLOSE.tooBig;
+  if (error.status === 503) return CLOSE.tryLater;
+  return error.status < 500 ? CLOSE.badInput : CLOSE.failure;
+}
 
 export const transcriptionStreamRoute: WebSocketRoute = {
   path: '/v1/audio/transcriptions/stream',
+  maxFrameBytes: MAX_FRAME_BYTES,
   async accept(_req, url, ctx) {
     let lease: Lease<StreamingRecognizer>;
     try {
       lease = await ctx.engine.acquire<StreamingRecognizer>(url.searchParams.get('model') ?? (await defaultStreamingModel(ctx.engine)), ['asr-stream']);
     } catch (error) {
       // A model problem is told over the socket, as a message and a 4404/4400 close.
-      if (isLserveError(error) && error.status < 500) return (socket) => refuse(socket, error);
+      if (isLserveError(error) && error.status < 500) return { open: (socket) => refuse(socket, error), abandon: () => {} };
       throw error;
     }
     let stream;
@@ -41,62 +57,88 @@ export const transcriptionStreamRoute: WebSocketRoute = {
       lease.release();
       throw error;
     }
-    return (socket) => {
+    const release = () => {
+      stream.close();
+      lease.release();
+    };
+    const open = (socket: WebSocket) => {
       let idle: NodeJS.Timeout | undefined;
       const idleMs = ctx.options.streamIdleMs ?? STREAM_IDLE_MS;
-      const touch = () => {
-        clearTimeout(idle);
-        idle = setTimeout(() => fail(new InvalidRequestError(`No audio for ${idleMs / 1000} s: closing.`, { code: 'idle_timeout' }), CLOSE.idle), idleMs);
-      };
+      let finishing = false;
       let over = false;
       const end = () => {
         if (over) return;
         over = true;
         clearTimeout(idle);
-        stream.close();
-        lease.release();
+        release();
       };
-      const fail = (error: LserveError, code: number) => {
+      const fail = (error: unknown) => {
+        const typed = toLserveError(error);
+        if (typed.status >= 500 && typed.status !== 503) ctx.options.log(`error on ${url.pathname}: ${(typed.cause as Error)?.stack ?? typed.stack}`);
         if (socket.readyState === socket.OPEN) {
-          socket.send(JSON.stringify(errorMessage(error)));
-          socket.close(code, error.message.slice(0, 120));
+          socket.send(JSON.stringify(errorMessage(typed)));
+          socket.close(closeCode(typed), typed.message.slice(0, 120));
         }
         end();
       };
-      stream.on('result', (result) => {
-        if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ text: result.text, is_final: result.isFinal }));
-      });
-      stream.on('error', (error) => fail(error, CLOSE.failure));
-      stream.on('end', () => {
-        if (socket.readyState === socket.OPEN) socket.close(CLOSE.normal, 'end of stream');
-        end();
-      });
-      // The recognizer fell behind: stop reading the socket until it catches up (TCP slows the client down).
-      stream.on('drain', () => socket.resume());
-      socket.on('message', (data, isBinary) => {
-        touch();
-        const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
-        if (!isBinary) return control(bytes.toString('utf8'));
-        if (bytes.length % 2 !== 0) return fail(new InvalidRequestError(`Audio frames are PCM16: an even number of bytes (got ${bytes.length}).`, { code: 'invalid_audio' }), CLOSE.badInput);
-        if (!stream.push(pcm16ToFloat32(bytes))) socket.pause();
-      });
+      /** Runs a handler inside the boundary: what it throws fails this stream only. */
+      const guarded =
+        <A extends unknown[]>(handler: (...args: A) => void) =>
+        (...args: A) => {
+          try {
+            handler(...args);
+          } catch (error) {
+            fail(error);
+          }
+        };
+      const touch = () => {
+        clearTimeout(idle);
+        idle = setTimeout(guarded(() => fail(new InvalidRequestError(`No audio for ${idleMs / 1000} s: closing.`, { code: 'idle_timeout' }))), idleMs);
+      };
       const control = (text: string) => {
         let message: unknown;
         try {
           message = JSON.parse(text);
         } catch {
-          return fail(new InvalidRequestError('Text messages must be JSON, e.g. {"type":"end"}.', { code: 'invalid_message' }), CLOSE.badInput);
+          throw new InvalidRequestError('Text messages must be JSON, e.g. {"type":"end"}.', { code: 'invalid_message' });
         }
-        if (typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'end') {
-          clearTimeout(idle);
-          return stream.finish();
+        if (typeof message !== 'object' || message === null || (message as { type?: unknown }).type !== 'end') {
+          throw new InvalidRequestError('Unknown message: the only text message is {"type":"end"}.', { code: 'invalid_message' });
         }
-        fail(new InvalidRequestError('Unknown message: the only text message is {"type":"end"}.', { code: 'invalid_message' }), CLOSE.badInput);
+        if (finishing) return; // a second end changes nothing
+        finishing = true;
+        clearTimeout(idle);
+        stream.finish();
       };
-      socket.on('close', end);
-      socket.on('error', end);
+      stream.on('result', guarded((result) => {
+        if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ text: result.text, is_final: result.isFinal }));
+      }));
+      stream.on('error', guarded((error) => fail(error)));
+      stream.on('end', guarded(() => {
+        if (socket.readyState === socket.OPEN) socket.close(CLOSE.normal, 'end of stream');
+        end();
+      }));
+      // The recognizer fell behind: stop reading the socket until it catches up (TCP slows the client down).
+      stream.on('drain', guarded(() => socket.resume()));
+      socket.on('message', guarded((data: RawData, isBinary: boolean) => {
+        if (over) return;
+        const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+        if (!isBinary) return control(bytes.toString('utf8'));
+        if (finishing) throw new InvalidRequestError('Audio after {"type":"end"}: the stream is finishing; open a new one for more audio.', { code: 'audio_after_end' });
+        touch();
+        if (bytes.length % 2 !== 0) throw new InvalidRequestError(`Audio frames are PCM16: an even number of bytes (got ${bytes.length}).`, { code: 'invalid_audio' });
+        if (!stream.push(pcm16ToFloat32(bytes))) socket.pause();
+      }));
+      socket.on('close', guarded(end));
+      // ws reports protocol faults (a frame over maxPayload, bad UTF-8, bad opcodes) here and sends the close frame with the right code
+      // itself, but then stops reading and would hold the connection for its 30 s close timeout: cut it once the frame is out.
+      socket.on('error', guarded(() => {
+        end();
+        setTimeout(() => socket.terminate(), 500).unref();
+      }));
       touch();
     };
+    return { open, abandon: release };
   },
 };
 

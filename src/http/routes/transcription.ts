@@ -62,6 +62,5 @@ async function audioFrom(req: Request, body: TranscriptionRequestBody, ctx: Serv
     throw new InvalidRequestError("Audio is required: a multipart 'file', or 'audio' (a path, a URL or a data:audio/…;base64 URI).", { param: 'file', code: 'missing_required_parameter' });
   }
   if (/^data:/i.test(body.audio)) return { audio: decodeBase64Payload(body.audio, 'audio', 'audio/'), param: 'audio' };
-  const policy = { host: ctx.options.host, allow: ctx.options.allowRemoteInput, maxBytes: ctx.options.maxUploadBytes };
-  return { audio: await readRemoteInput(body.audio, policy, 'audio', signal), param: 'audio' };
+  return { audio: await readRemoteInput(body.audio, ctx.inputs, 'audio', signal), param: 'audio' };
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ChatMessage, ChatRequest } from '../core/tasks/chat.js';
+import { MAX_OUTPUT_TOKENS, messageList, outputTokens, stopList } from './chat.js';
 import { textContent } from './common.js';
 import { parseKnownFields } from './validate.js';
 
@@ -9,6 +10,8 @@ import { parseKnownFields } from './validate.js';
  * top_p, top_k, stop_sequences, metadata.user_id (accepted; it only labels
  * the request upstream), thinking (mapped to the thinking switch and budget).
  * tools, tool_choice and non-text content blocks are 400s naming the field.
+ * The bounds on messages, max_tokens, stop_sequences and the thinking
+ * budget are chat's (src/api/chat.ts).
  */
 
 const textBlock = z.object({
@@ -21,17 +24,20 @@ const content = z.union([z.string(), z.array(textBlock).min(1)]);
 
 export const messagesSchema = z.object({
   model: z.string().min(1),
-  messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content })).min(1, 'must contain at least one message'),
-  max_tokens: z.int().positive(),
+  messages: messageList(z.object({ role: z.enum(['user', 'assistant']), content })),
+  max_tokens: outputTokens,
   system: content.optional(),
   temperature: z.number().min(0).max(1).optional(),
   top_p: z.number().gt(0).max(1).optional(),
   top_k: z.int().min(0).optional(),
-  stop_sequences: z.array(z.string().min(1)).max(16).optional(),
+  stop_sequences: stopList.optional(),
   stream: z.boolean().optional(),
   metadata: z.object({ user_id: z.string().nullish() }).optional(),
   thinking: z
-    .discriminatedUnion('type', [z.object({ type: z.literal('enabled'), budget_tokens: z.int().min(0) }), z.object({ type: z.literal('disabled') })])
+    .discriminatedUnion('type', [
+      z.object({ type: z.literal('enabled'), budget_tokens: z.int().min(0).max(MAX_OUTPUT_TOKENS, `must be at most ${MAX_OUTPUT_TOKENS}`) }),
+      z.object({ type: z.literal('disabled') }),
+    ])
     .optional(),
 });
 export type MessagesBody = z.output<typeof messagesSchema>;

@@ -58,34 +58,70 @@ const responseFormat = z.discriminatedUnion('type', [
   }),
 ]);
 
-const positiveInt = z.int().positive();
+/*
+ * Bounds on the fields that multiply work or memory (DESIGN.md §3), checked
+ * here, before the model is resolved or loaded; each is a 400 naming the
+ * field, whose message states the limit. The Anthropic route uses the same.
+ */
+
+/** Most messages in one conversation (OpenAI's limit). */
+export const MAX_CHAT_MESSAGES = 2048;
+/**
+ * Most tokens `max_tokens` / `max_completion_tokens` (and a thinking budget)
+ * may ask for. An absolute cap: a generation also stops where the model's
+ * context is full (the room the prompt leaves), so a larger value than the
+ * room is read as "up to the context", as llama.cpp's server does.
+ */
+export const MAX_OUTPUT_TOKENS = 262_144;
+/** Most stop sequences (`stop`, Anthropic's `stop_sequences`). */
+export const MAX_STOP_SEQUENCES = 16;
+/** Most `logit_bias` entries (OpenAI's limit). */
+export const MAX_LOGIT_BIAS_ENTRIES = 300;
+/** Most `tools` (OpenAI's limit): each is rendered into the prompt and the tool-call grammar. */
+export const MAX_TOOLS = 128;
+
+/** A token count from 1 to MAX_OUTPUT_TOKENS. */
+export const outputTokens = z.int().positive().max(MAX_OUTPUT_TOKENS, `must be at most ${MAX_OUTPUT_TOKENS}`);
+/** A list of at most MAX_CHAT_MESSAGES messages, at least one. */
+export const messageList = <T extends z.ZodType>(item: T) =>
+  z.array(item).min(1, 'must contain at least one message').max(MAX_CHAT_MESSAGES, `must contain at most ${MAX_CHAT_MESSAGES} messages`);
+/** A list of at most MAX_STOP_SEQUENCES non-empty strings. */
+export const stopList = z.array(z.string().min(1)).max(MAX_STOP_SEQUENCES, `must contain at most ${MAX_STOP_SEQUENCES} sequences`);
+
+const logitBias = z
+  .record(z.string().regex(/^\d+$/, 'keys must be token ids'), z.number().min(-100).max(100))
+  .refine((bias) => Object.keys(bias).length <= MAX_LOGIT_BIAS_ENTRIES, `must have at most ${MAX_LOGIT_BIAS_ENTRIES} entries`);
 
 export const chatCompletionSchema = z.object({
   model: z.string().min(1),
-  messages: z.array(message).min(1, 'must contain at least one message'),
+  messages: messageList(message),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
   /** Extension (llama.cpp, vLLM, Ollama clients send it). */
   top_k: z.int().min(0).nullish(),
-  max_tokens: positiveInt.nullish(),
-  max_completion_tokens: positiveInt.nullish(),
+  max_tokens: outputTokens.nullish(),
+  max_completion_tokens: outputTokens.nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
-  stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(16)]).nullish(),
+  // The count is checked after the union, so that the answer names the limit rather than "invalid input".
+  stop: z
+    .union([z.string().min(1), z.array(z.string().min(1))])
+    .refine((stop) => typeof stop === 'string' || stop.length <= MAX_STOP_SEQUENCES, `must contain at most ${MAX_STOP_SEQUENCES} sequences`)
+    .nullish(),
   seed: z.int().nullish(),
   n: z.literal(1, 'only n=1 is supported').nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
-  logit_bias: z.record(z.string().regex(/^\d+$/, 'keys must be token ids'), z.number().min(-100).max(100)).nullish(),
+  logit_bias: logitBias.nullish(),
   response_format: responseFormat.nullish(),
-  tools: z.array(tool).nullish(),
+  tools: z.array(tool).max(MAX_TOOLS, `must contain at most ${MAX_TOOLS} tools`).nullish(),
   tool_choice: z
     .union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) })])
     .nullish(),
   parallel_tool_calls: z.boolean().nullish(),
   reasoning_effort: z.enum(['low', 'medium', 'high']).nullish(),
   thinking_enabled: z.boolean().nullish(),
-  thinking_tokens: z.int().min(0).nullish(),
+  thinking_tokens: z.int().min(0).max(MAX_OUTPUT_TOKENS, `must be at most ${MAX_OUTPUT_TOKENS}`).nullish(),
   keep_alive: keepAliveField,
   // Sent by common clients; no effect on a local engine.
   user: z.string().nullish(),

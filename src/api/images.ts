@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MAX_IMAGES } from '../core/tasks/image/options.js';
+import { MAX_GUIDANCE_SCALE, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_PROMPT_CHARS, MAX_STEPS } from '../core/tasks/image/options.js';
 import { OUTPUT_FORMATS } from '../image/rgba.js';
 import { keepAliveField } from './common.js';
 
@@ -14,20 +14,41 @@ import { keepAliveField } from './common.js';
  * every field).
  */
 
+/**
+ * The bounds every images request is held to whatever the model (DESIGN.md
+ * §3: fields that multiply work or memory), checked here, before a model is
+ * even resolved; each is a 400 whose message states the limit. The model's
+ * own ranges (SD-Turbo: sides 64–768, steps 1–4) are checked next, still
+ * before it loads. Input images (img2img, edits) are held to MAX_INPUT_PIXELS
+ * (src/core/tasks/image.ts) on their header, before they are decoded: 413.
+ */
+export { MAX_GUIDANCE_SCALE, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_PROMPT_CHARS, MAX_STEPS };
+
+/** `WxH` with each side at most MAX_IMAGE_SIDE, or `auto`; the model's range is checked later. The form itself is the task's (code invalid_size). */
+const sizeField = z
+  .string()
+  .min(1)
+  .superRefine((value, ctx) => {
+    const match = /^\s*(\d+)x(\d+)\s*$/.exec(value);
+    if (match && (Number(match[1]) > MAX_IMAGE_SIDE || Number(match[2]) > MAX_IMAGE_SIDE)) {
+      ctx.addIssue({ code: 'custom', message: `each side must be at most ${MAX_IMAGE_SIDE} pixels; got '${value}'`, params: { code: 'invalid_size' }, input: value });
+    }
+  });
+
 const common = {
-  prompt: z.string(),
+  prompt: z.string().max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`),
   model: z.string().min(1).nullish(),
-  n: z.int().min(1).max(MAX_IMAGES).nullish(),
+  n: z.int().min(1).max(MAX_IMAGES, `must be at most ${MAX_IMAGES}`).nullish(),
   /** `WxH` in multiples of 64 within the model's range, or `auto`. */
-  size: z.string().min(1).nullish(),
+  size: sizeField.nullish(),
   response_format: z.enum(['url', 'b64_json']).nullish(),
   output_format: z.enum(OUTPUT_FORMATS).nullish(),
   /** JPEG/WebP quality (OpenAI's name), 0–100. */
   output_compression: z.int().min(0).max(100).nullish(),
   seed: z.int().min(0).max(0xffffffff).nullish(),
-  steps: z.int().min(1).max(1000).nullish(),
-  guidance_scale: z.number().min(0).max(30).nullish(),
-  negative_prompt: z.string().nullish(),
+  steps: z.int().min(1).max(MAX_STEPS, `must be at most ${MAX_STEPS}`).nullish(),
+  guidance_scale: z.number().min(0).max(MAX_GUIDANCE_SCALE, `must be at most ${MAX_GUIDANCE_SCALE}`).nullish(),
+  negative_prompt: z.string().max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`).nullish(),
   /** A latent decoder model (e.g. taesd) to decode with instead of the model's own VAE. */
   vae: z.string().min(1).nullish(),
   /** OpenAI's end-user id: accepted, not used. */
@@ -52,11 +73,17 @@ export const imageEditSchema = z.object({
 });
 export type ImageEditBody = z.infer<typeof imageEditSchema>;
 
-/** POST /v1/images/img2img: multipart `image` file or JSON `image`, and `strength` 0–1 (how much to repaint; default 0.5). */
+/**
+ * POST /v1/images/img2img: multipart `image` file or JSON `image`, and
+ * `strength` 0–1 (how much to repaint; default 0.5). 0 returns the image
+ * (through the VAE); above 0, round(steps·strength) steps run, at least one,
+ * starting at the noise level the strength names (partialSchedule in
+ * src/core/tasks/image/scheduler.ts), so no strength schedules more than `steps`.
+ */
 export const imageToImageSchema = z.object({
   ...common,
   image: z.string().min(1).nullish(),
-  strength: z.number().min(0).max(1).nullish(),
+  strength: z.number().min(0, 'must be from 0 to 1').max(1, 'must be from 0 to 1').nullish(),
 });
 export type ImageToImageBody = z.infer<typeof imageToImageSchema>;
 

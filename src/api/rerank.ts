@@ -8,15 +8,33 @@ import { keepAliveField } from './common.js';
  * model's context next to the query instead of refusing them.
  */
 
-export const MAX_RERANK_DOCUMENTS = 1000;
+/*
+ * Bounds (DESIGN.md §3), checked here before the model is resolved or
+ * loaded; each is a 400 naming the field whose message states the limit.
+ * The query is evaluated once with every document, so its length multiplies
+ * by the document count. Within them, a pair longer than the model's context
+ * is a 400 `context_length_exceeded` once tokenized, unless `truncate`.
+ */
 
-const text = z.string().min(1, 'must not be empty');
+/** Most documents per request. */
+export const MAX_RERANK_DOCUMENTS = 1000;
+/** Longest query, in characters. */
+export const MAX_RERANK_QUERY_CHARS = 16_384;
+/** Longest document, in characters (what is tokenized before a `truncate` cut). */
+export const MAX_RERANK_DOCUMENT_CHARS = 262_144;
+
+const text = (max: number) => z.string().min(1, 'must not be empty').max(max, `must be at most ${max} characters`);
+const documentField = text(MAX_RERANK_DOCUMENT_CHARS);
 
 export const rerankRequestSchema = z.object({
   model: z.string().min(1, 'must not be empty'),
   keep_alive: keepAliveField,
-  query: text,
-  documents: z.array(z.union([text, z.object({ text })])).min(1, 'must not be empty').max(MAX_RERANK_DOCUMENTS),
+  query: text(MAX_RERANK_QUERY_CHARS),
+  documents: z
+    .array(z.union([documentField, z.object({ text: documentField })]))
+    .min(1, 'must not be empty')
+    .max(MAX_RERANK_DOCUMENTS, `must contain at most ${MAX_RERANK_DOCUMENTS} documents`),
+  /** As Cohere and Jina: a top_n above the number of documents returns them all (clamped, not refused). */
   top_n: z.int().positive().optional(),
   return_documents: z.boolean().default(false),
   truncate: z.boolean().default(false),

@@ -2,6 +2,15 @@ import { z } from 'zod';
 import { RESPONSE_FORMATS } from '../core/tasks/transcribe/formats.js';
 import { keepAliveField } from './common.js';
 
+/*
+ * Bounds (DESIGN.md §3): checked before the model is resolved or loaded,
+ * each a 400 whose message states the limit. Audio is held to 1 hour once
+ * decoded (MAX_AUDIO_SECONDS, a 413) and uploads to --max-upload.
+ */
+
+/** Longest `prompt`, in characters (Whisper reads its last 223 tokens). */
+export const MAX_TRANSCRIPTION_PROMPT_CHARS = 10_000;
+
 /**
  * POST /v1/audio/transcriptions, both forms of the specification: multipart
  * (`file`, `model`, `language`, … as OpenAI's SDKs send it) and JSON
@@ -14,7 +23,7 @@ export const transcriptionRequestSchema = z.object({
   model: z.string().min(1).optional(),
   audio: z.string().min(1).optional(),
   language: z.string().min(1).max(16).optional(),
-  prompt: z.string().max(10_000).optional(),
+  prompt: z.string().max(MAX_TRANSCRIPTION_PROMPT_CHARS, `must be at most ${MAX_TRANSCRIPTION_PROMPT_CHARS} characters`).optional(),
   response_format: z.enum(RESPONSE_FORMATS).optional(),
   temperature: z.number().min(0).max(1).optional(),
   /**

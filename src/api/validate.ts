@@ -17,9 +17,11 @@ export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.
   const issue = result.error.issues[0]!;
   const param = issue.path.length > 0 ? issue.path.map(String).join('.') : null;
   const where = param ? `'${param}'` : 'request body';
+  // A schema's own check may name a more precise code (`params: { code }` on a custom issue).
+  const own = issue.code === 'custom' && typeof issue.params?.code === 'string' ? (issue.params.code as string) : undefined;
   throw new InvalidRequestError(`Invalid ${where}: ${issue.message}`, {
     param,
-    code: issue.code === 'invalid_type' && issue.input === undefined ? 'missing_required_parameter' : 'invalid_value',
+    code: own ?? (issue.code === 'invalid_type' && issue.input === undefined ? 'missing_required_parameter' : 'invalid_value'),
   });
 }
 

@@ -54,12 +54,12 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
     format = 'bmp';
   } else {
     // `failOn: 'truncated'` rejects cut-off files but tolerates the harmless warnings real cameras produce.
-    pipeline = sharp(input, { failOn: 'truncated', limitInputPixels: false, pages: 1 });
+    // The header is read without sharp's pixel limit, so that an image over it is a 413 that says its size.
     let meta: Metadata;
     try {
-      meta = await pipeline.metadata();
+      meta = await sharp(input, { failOn: 'truncated', limitInputPixels: false, pages: 1 }).metadata();
     } catch (error) {
-      throw mapSharpError(error, param);
+      throw mapSharpError(error, param, maxPixels);
     }
     const found = meta.format === 'heif' ? undefined : (IMAGE_FORMATS as readonly string[]).includes(meta.format) ? (meta.format as ImageFormat) : undefined;
     if (!found) {
@@ -74,6 +74,8 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
     if (width <= 0 || height <= 0) throw new InvalidRequestError(`The image has no pixels (${width}x${height}).`, { param, code: 'empty_image' });
     // Checked on the header, before decoding: a small file can declare a huge canvas.
     if (width * height > maxPixels) throw tooLarge(width, height);
+    // And libvips holds the decode itself to the same limit, should a file's pixels not be what its header said.
+    pipeline = sharp(input, { failOn: 'truncated', limitInputPixels: sharpPixelLimit(maxPixels), pages: 1 });
   }
 
   try {
@@ -87,13 +89,26 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
     if (info.channels !== 3) throw new UnsupportedMediaError(`Decoded image has ${info.channels} channels; expected RGB.`, { param, code: 'corrupt_image' });
     return { data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height, format };
   } catch (error) {
-    throw mapSharpError(error, param);
+    throw mapSharpError(error, param, maxPixels);
   }
 }
 
-function mapSharpError(error: unknown, param: string): Error {
+/** sharp's `limitInputPixels` for a limit: a whole number of pixels. */
+export function sharpPixelLimit(maxPixels: number): number {
+  return Math.max(1, Math.floor(maxPixels));
+}
+
+/** libvips' refusal of an image over `limitInputPixels`. */
+export function isPixelLimitError(message: string): boolean {
+  return /exceeds pixel limit/i.test(message);
+}
+
+function mapSharpError(error: unknown, param: string, maxPixels: number): Error {
   if (error instanceof InvalidRequestError || error instanceof UnsupportedMediaError || error instanceof PayloadTooLargeError) return error;
   const message = error instanceof Error ? error.message : String(error);
+  if (isPixelLimitError(message)) {
+    return new PayloadTooLargeError(`The image has more pixels than the limit of ${(maxPixels / 1e6).toFixed(1)} MP.`, { param, code: 'image_too_large' });
+  }
   if (/unsupported image format/i.test(message)) {
     return new UnsupportedMediaError(`Not an image, or an unsupported format (supported: ${IMAGE_FORMATS.join(', ')}).`, {
       param,

@@ -1,7 +1,6 @@
-import type { Sharp } from 'sharp';
 import { InvalidRequestError, PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
 import { decodeBmp, isBmp } from './bmp.js';
-import { DEFAULT_MAX_PIXELS, IMAGE_FORMATS } from './decode.js';
+import { DEFAULT_MAX_PIXELS, IMAGE_FORMATS, isPixelLimitError, sharpPixelLimit } from './decode.js';
 
 /**
  * Decoding that keeps transparency (decode.ts flattens it onto white, which
@@ -38,9 +37,9 @@ export async function decodeRgba(input: Uint8Array, options: { maxPixels?: numbe
     for (let i = 3; i < bmp.data.length && !hasAlpha; i += 4) hasAlpha = bmp.data[i] !== 255;
     return { data: bmp.data, width: bmp.width, height: bmp.height, hasAlpha };
   }
-  let pipeline: Sharp = sharp(input, { failOn: 'truncated', limitInputPixels: false, pages: 1 });
   try {
-    const meta = await pipeline.metadata();
+    // The header is read without sharp's pixel limit (so that an image over it is a 413 that says its size), the pixels with it.
+    const meta = await sharp(input, { failOn: 'truncated', limitInputPixels: false, pages: 1 }).metadata();
     if (meta.format === 'heif' || !(IMAGE_FORMATS as readonly string[]).includes(meta.format)) {
       throw new UnsupportedMediaError(`'${param}': unsupported image format '${meta.format}'; use one of ${IMAGE_FORMATS.join(', ')}.`, { param, code: 'unsupported_image_format' });
     }
@@ -48,12 +47,15 @@ export async function decodeRgba(input: Uint8Array, options: { maxPixels?: numbe
     const height = meta.pageHeight ?? meta.height ?? 0;
     if (width <= 0 || height <= 0) throw new InvalidRequestError(`'${param}' has no pixels (${width}x${height}).`, { param, code: 'empty_image' });
     if (width * height > maxPixels) throw tooLarge(width, height);
-    pipeline = pipeline.rotate().toColourspace('srgb').ensureAlpha();
+    const pipeline = sharp(input, { failOn: 'truncated', limitInputPixels: sharpPixelLimit(maxPixels), pages: 1 }).rotate().toColourspace('srgb').ensureAlpha();
     const { data, info } = await pipeline.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     return { data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height, hasAlpha: meta.hasAlpha === true };
   } catch (error) {
     if (error instanceof InvalidRequestError || error instanceof UnsupportedMediaError || error instanceof PayloadTooLargeError) throw error;
     const message = error instanceof Error ? error.message.split('\n')[0]! : String(error);
+    if (isPixelLimitError(message)) {
+      throw new PayloadTooLargeError(`'${param}' has more pixels than the limit of ${(maxPixels / 1e6).toFixed(1)} MP.`, { param, code: 'image_too_large' });
+    }
     if (/unsupported image format/i.test(message)) {
       throw new UnsupportedMediaError(`'${param}' is not an image, or an unsupported format (supported: ${IMAGE_FORMATS.join(', ')}).`, { param, code: 'unsupported_image_format' });
     }

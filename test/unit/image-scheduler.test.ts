@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SCHEDULER, eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule } from '../../src/core/tasks/image/scheduler.js';
+import { MAX_STEPS } from '../../src/core/tasks/image/options.js';
+import { DEFAULT_SCHEDULER, eulerStep, maxScheduledSteps, parseSchedulerConfig, partialSchedule, scaleInput, schedule } from '../../src/core/tasks/image/scheduler.js';
 import { SD_TURBO_SCHEDULER } from '../fixtures/onnx/sd-turbo/index.js';
 
 /** The Euler sampler's numbers against diffusers' EulerDiscreteScheduler for SD-Turbo's config. */
@@ -25,14 +26,111 @@ describe('schedule', () => {
     expect(schedule({ ...config, timestep_spacing: 'linspace' }, 3).timesteps).toEqual([999, 500, 0]);
   });
 
-  it('runs the last ⌊N·strength⌋ steps for img2img, growing N until one step runs', () => {
-    expect(partialSchedule(config, 1, 0.5)).toMatchObject({ scheduled: 2, timesteps: [499] });
-    expect(partialSchedule(config, 4, 0.5)).toMatchObject({ scheduled: 4, timesteps: [499, 249] });
-    expect(partialSchedule(config, 2, 1).timesteps).toEqual([999, 499]);
-    expect(partialSchedule(config, 1, 0.2)).toMatchObject({ scheduled: 5, timesteps: [199] });
-    expect(partialSchedule(config, 4, 0)).toMatchObject({ timesteps: [], sigmas: [0] });
+  it('rounds trailing timesteps half to even as numpy does (16 steps: 811, not 812)', () => {
+    // diffusers: np.arange(1000, 0, -62.5).round() - 1
+    expect(schedule(config, 16).timesteps).toEqual([999, 937, 874, 811, 749, 687, 624, 561, 499, 437, 374, 311, 249, 187, 124, 61]);
   });
 
+  it('caps the steps of any schedule at MAX_STEPS and the training timesteps', () => {
+    expect(maxScheduledSteps(config)).toBe(MAX_STEPS);
+    expect(maxScheduledSteps({ ...config, num_train_timesteps: 500 })).toBe(500);
+    expect(schedule(config, MAX_STEPS).timesteps).toHaveLength(MAX_STEPS);
+    for (const steps of [0, 1.5, MAX_STEPS + 1, 1e9]) {
+      expect(() => schedule(config, steps)).toThrow(expect.objectContaining({ status: 400, param: 'steps', message: expect.stringContaining(`from 1 to ${MAX_STEPS}`) }));
+      expect(() => partialSchedule(config, steps, 0.5)).toThrow(expect.objectContaining({ status: 400, param: 'steps' }));
+    }
+  });
+});
+
+/**
+ * img2img: round(N·s) steps (at least one) over the training range below
+ * s·T. Expected values are diffusers' (StableDiffusionImg2ImgPipeline's
+ * get_timesteps over EulerDiscreteScheduler.set_timesteps, σ from the
+ * scaled-linear betas), computed with numpy for SD-Turbo's config.
+ */
+describe('partialSchedule (img2img strength)', () => {
+  const sigmasOf = (steps: number, strength: number, spacing = config) => partialSchedule(spacing, steps, strength).sigmas;
+
+  it.each([
+    // steps, strength, diffusers' timesteps, their σ
+    [4, 0.5, [499, 249], [1.6129, 0.6932]],
+    [4, 0.75, [749, 499, 249], [4.0817, 1.6129, 0.6932]],
+    [4, 0.25, [249], [0.6932]],
+    [4, 1, [999, 749, 499, 249], [14.6146, 4.0817, 1.6129, 0.6932]],
+    [10, 0.7, [699, 599, 499, 399, 299, 199, 99], [3.3211, 2.2765, 1.6129, 1.1606, 0.8299, 0.5693, 0.3417]],
+    [3, 2 / 3, [666, 332], [2.9183, 0.9292]],
+    [16, 0.5, [499, 437, 374, 311, 249, 187, 124, 61], [1.6129, 1.3144, 1.069, 0.865, 0.6932, 0.541, 0.3977, 0.2531]],
+  ])('trailing, %i steps at strength %d: the last N·s of the N timesteps, as diffusers', (steps, strength, timesteps, sigmas) => {
+    const partial = partialSchedule(config, steps, strength);
+    expect(partial.timesteps).toEqual(timesteps);
+    expect(partial.sigmas).toHaveLength(timesteps.length + 1);
+    sigmas.forEach((sigma, i) => expect(partial.sigmas[i]).toBeCloseTo(sigma, 3));
+    expect(partial.sigmas.at(-1)).toBe(0);
+  });
+
+  it('leading spacing, where N·s is whole, matches diffusers too', () => {
+    const leading = { ...config, timestep_spacing: 'leading' as const };
+    expect(partialSchedule(leading, 4, 0.5).timesteps).toEqual([251, 1]);
+    expect(partialSchedule(leading, 3, 2 / 3).timesteps).toEqual([334, 1]);
+    expect(partialSchedule(leading, 4, 1).timesteps).toEqual(schedule(leading, 4).timesteps);
+    [0.6984, 0.0413].forEach((sigma, i) => expect(sigmasOf(4, 0.5, leading)[i]).toBeCloseTo(sigma, 3));
+  });
+
+  it('at 1 step, starts at the timestep and σ the strength names (diffusers runs no step at all there)', () => {
+    const cases: Array<[number, number, number]> = [
+      [0.3, 299, 0.8299],
+      [0.5, 499, 1.6129],
+      [0.75, 749, 4.0817],
+      [0.9, 899, 8.3028],
+      [1, 999, 14.6146],
+    ];
+    for (const [strength, t, sigma] of cases) {
+      const partial = partialSchedule(config, 1, strength);
+      expect(partial.timesteps, `strength ${strength}`).toEqual([t]);
+      expect(partial.sigmas[0]).toBeCloseTo(sigma, 3);
+      expect(partial.sigmas[1]).toBe(0);
+    }
+    // Strengths in [0.5, 1) no longer all give the same picture.
+    expect(new Set([0.5, 0.6, 0.7, 0.8, 0.9, 0.99].map((s) => partialSchedule(config, 1, s).timesteps[0])).size).toBe(6);
+  });
+
+  it('runs round(steps·strength) steps, at least one, from s·T down with the configured spacing', () => {
+    expect(partialSchedule(config, 4, 0.3).timesteps).toEqual([299]); // round(1.2) = 1
+    expect(partialSchedule(config, 4, 0.4).timesteps).toEqual([399, 199]); // round(1.6) = 2
+    expect(partialSchedule(config, 2, 0.75).timesteps).toEqual([749, 374]); // round(1.5) = 2
+    expect(partialSchedule(config, 50, 0.01).timesteps).toEqual([9]); // round(0.5) = 1
+  });
+
+  it('schedules at most `steps` for any strength: 1e-9 is one step at t = 0, not a billion', () => {
+    const tiny = partialSchedule(config, 4, 1e-9);
+    expect(tiny.timesteps).toEqual([0]);
+    expect(tiny.sigmas[0]).toBeCloseTo(0.0292, 3);
+    expect(partialSchedule(config, MAX_STEPS, 1e-9).timesteps).toEqual([0]);
+    expect(partialSchedule(config, 4, Number.MIN_VALUE).timesteps).toEqual([0]);
+    for (const steps of [1, 2, 4, 7, 50, 1000]) {
+      for (let k = 1; k <= 200; k++) {
+        const strength = k / 200;
+        const { timesteps, sigmas } = partialSchedule(config, steps, strength);
+        expect(timesteps.length).toBeGreaterThanOrEqual(1);
+        expect(timesteps.length).toBeLessThanOrEqual(steps);
+        expect(timesteps.length).toBe(Math.max(1, Math.min(Math.round(steps * strength), Math.floor(strength * 1000))));
+        // Starts where the strength says and strictly descends (no repeated timestep).
+        expect(Math.abs(timesteps[0]! - (strength * 1000 - 1))).toBeLessThanOrEqual(1);
+        timesteps.slice(1).forEach((t, i) => expect(t).toBeLessThan(timesteps[i]!));
+        expect(sigmas).toHaveLength(timesteps.length + 1);
+      }
+    }
+  });
+
+  it('strength 0 runs nothing (the input comes back); outside 0–1 is a 400', () => {
+    expect(partialSchedule(config, 4, 0)).toEqual({ timesteps: [], sigmas: [0] });
+    for (const strength of [-0.1, 1.5, Number.NaN]) {
+      expect(() => partialSchedule(config, 4, strength)).toThrow(expect.objectContaining({ status: 400, param: 'strength' }));
+    }
+  });
+});
+
+describe('scheduler config', () => {
   it('refuses configs it cannot follow', () => {
     expect(() => parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, prediction_type: 'sample' })).toThrow(/prediction_type 'sample'/);
     expect(() => parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, trained_betas: [0.1] })).toThrow(/trained_betas/);

@@ -9,7 +9,7 @@ import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
 import { alphaMask, composite, featherMask, latentMask, repaintMask } from './image/mask.js';
 import { gaussianNoise, seedOf } from './image/noise.js';
-import { fitSize, isValidSize, MAX_IMAGES, modelSettings, parseSize, type ImageModelSettings } from './image/options.js';
+import { fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseSize, type ImageModelSettings } from './image/options.js';
 import { planarToRgb, rgbaToPlanar, rgbaToRgb } from './image/pixels.js';
 import { checkSteps, eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from './image/scheduler.js';
 
@@ -27,8 +27,7 @@ import { checkSteps, eulerStep, parseSchedulerConfig, partialSchedule, scaleInpu
 const KINDS: readonly ModelKind[] = ['image'];
 /** Preferred default when several image models are installed. */
 export const DEFAULT_IMAGE_MODEL = 'sd-turbo';
-/** Longest prompt accepted, in characters (CLIP reads the first 75 tokens anyway). */
-export const MAX_PROMPT_CHARS = 32_000;
+export { MAX_PROMPT_CHARS } from './image/options.js';
 /** Largest input image (img2img, edits) before it is resized to a working size. */
 export const MAX_INPUT_PIXELS = 16_000_000;
 
@@ -152,12 +151,15 @@ async function planRequest(installed: InstalledModel, request: ImageRequest): Pr
   const id = installed.id;
   if (!request.prompt.trim()) throw new InvalidRequestError("'prompt' is empty: describe the image to make.", { param: 'prompt', code: 'missing_required_parameter' });
   if (request.prompt.length > MAX_PROMPT_CHARS) throw new InvalidRequestError(`'prompt' has ${request.prompt.length} characters; at most ${MAX_PROMPT_CHARS} are accepted.`, { param: 'prompt', code: 'invalid_value' });
+  if (request.negativePrompt !== undefined && request.negativePrompt.length > MAX_PROMPT_CHARS) {
+    throw new InvalidRequestError(`'negative_prompt' has ${request.negativePrompt.length} characters; at most ${MAX_PROMPT_CHARS} are accepted.`, { param: 'negative_prompt', code: 'invalid_value' });
+  }
   const n = request.n ?? 1;
   if (!Number.isInteger(n) || n < 1 || n > MAX_IMAGES) throw new InvalidRequestError(`'n' must be an integer from 1 to ${MAX_IMAGES}; got ${n}.`, { param: 'n', code: 'invalid_value' });
   const steps = request.steps ?? settings.steps;
   checkSteps(steps, settings.maxSteps, id);
   const guidance = request.guidanceScale ?? settings.guidanceScale;
-  if (!(guidance >= 0 && guidance <= 30)) throw new InvalidRequestError(`'guidance_scale' must be from 0 to 30; got ${guidance}.`, { param: 'guidance_scale', code: 'invalid_value' });
+  if (!(guidance >= 0 && guidance <= MAX_GUIDANCE_SCALE)) throw new InvalidRequestError(`'guidance_scale' must be from 0 to ${MAX_GUIDANCE_SCALE}; got ${guidance}.`, { param: 'guidance_scale', code: 'invalid_value' });
   if (request.negativePrompt !== undefined && request.negativePrompt.trim() && guidance <= 1) {
     throw new InvalidRequestError(
       `'negative_prompt' needs classifier-free guidance: set 'guidance_scale' above 1 (model '${id}' defaults to ${settings.guidanceScale}${settings.guidanceScale <= 1 ? ', no guidance' : ''}).`,

@@ -21,6 +21,7 @@ export interface RankingModel extends LoadedModel {
 export interface RerankTaskRequest {
   query: string;
   documents: readonly string[];
+  /** Results to keep; more than there are documents keeps them all (Cohere's and Jina's clamp, not a 400). */
   topN?: number;
   /** Cut documents that do not fit next to the query instead of refusing them. */
   truncate: boolean;

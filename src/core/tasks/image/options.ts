@@ -9,7 +9,23 @@ import type { CatalogEntry } from '../../catalog.js';
  */
 
 export const SIZE_STEP = 64;
+
+/*
+ * Request bounds that hold whatever the model (the request schemas in
+ * src/api/images.ts check them before any model is resolved or loaded; the
+ * model's own, narrower ranges are checked next, still before it loads).
+ */
+
+/** Most images per request (`n`, OpenAI's field). */
 export const MAX_IMAGES = 4;
+/** Most denoising steps a request may ask for: the training schedule's 1000 timesteps (a model's `max_steps` is lower: SD-Turbo 4). */
+export const MAX_STEPS = 1000;
+/** Longest side of `size` any model is asked for, in pixels (a model's `max_size` is lower: SD-Turbo 768). */
+export const MAX_IMAGE_SIDE = 2048;
+/** Longest `prompt` and `negative_prompt`, in characters (CLIP reads the first 75 tokens anyway). */
+export const MAX_PROMPT_CHARS = 32_000;
+/** Highest `guidance_scale`. */
+export const MAX_GUIDANCE_SCALE = 30;
 
 export interface ImageModelSettings {
   width: number;

@@ -1,4 +1,5 @@
 import { InvalidRequestError } from '../../errors.js';
+import { MAX_STEPS } from './options.js';
 
 /**
  * The Euler sampler over a diffusers discrete noise schedule
@@ -6,7 +7,7 @@ import { InvalidRequestError } from '../../errors.js';
  * training betas, timesteps picked by the config's spacing (SD-Turbo:
  * "trailing", so one step is t = 999, σ = 14.6146), the UNet fed x/√(σ²+1)
  * and t, and each step moving x along the predicted noise to the next σ (0
- * after the last step). img2img starts part-way down the same schedule.
+ * after the last step). img2img starts part-way down: see partialSchedule.
  */
 
 export interface SchedulerConfig {
@@ -74,35 +75,94 @@ function trainingSigmas(config: SchedulerConfig): Float64Array {
   return sigmas;
 }
 
-/** The full schedule for `steps` denoising steps. */
+/** numpy's round (half to even), which diffusers' timestep arithmetic uses: 812.5 → 812, not 813. */
+function roundHalfEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/**
+ * Most steps one schedule may have: MAX_STEPS, and never more than the
+ * training timesteps (beyond them timesteps would repeat). A request is
+ * checked against the model's own `max_steps` before this; this is the
+ * backstop that keeps any caller from scheduling millions of steps.
+ */
+export function maxScheduledSteps(config: SchedulerConfig): number {
+  return Math.min(MAX_STEPS, config.num_train_timesteps);
+}
+
+function checkScheduledSteps(config: SchedulerConfig, steps: number): void {
+  const max = maxScheduledSteps(config);
+  if (!Number.isInteger(steps) || steps < 1 || steps > max) {
+    throw new InvalidRequestError(`'steps' must be an integer from 1 to ${max}; got ${steps}.`, { param: 'steps', code: 'invalid_value' });
+  }
+}
+
+/** The full schedule for `steps` denoising steps (diffusers' EulerDiscreteScheduler.set_timesteps). */
 export function schedule(config: SchedulerConfig, steps: number): Schedule {
+  checkScheduledSteps(config, steps);
   const n = config.num_train_timesteps;
   let timesteps: number[];
   if (config.timestep_spacing === 'trailing') {
     const ratio = n / steps;
-    timesteps = Array.from({ length: steps }, (_, i) => Math.round(n - i * ratio) - 1);
+    timesteps = Array.from({ length: steps }, (_, i) => roundHalfEven(n - i * ratio) - 1);
   } else if (config.timestep_spacing === 'leading') {
     const ratio = Math.floor(n / steps);
     timesteps = Array.from({ length: steps }, (_, i) => (steps - 1 - i) * ratio + config.steps_offset);
   } else {
     timesteps = Array.from({ length: steps }, (_, i) => Math.round(((n - 1) * (steps - 1 - i)) / Math.max(1, steps - 1)));
   }
+  return withSigmas(config, timesteps);
+}
+
+function withSigmas(config: SchedulerConfig, timesteps: number[]): Schedule {
+  const n = config.num_train_timesteps;
   const table = trainingSigmas(config);
   return { timesteps, sigmas: [...timesteps.map((t) => table[Math.min(n - 1, Math.max(0, t))]!), 0] };
 }
 
 /**
- * The steps an img2img or strength-limited run takes: diffusers' rule, which
- * runs the last ⌊N·strength⌋ of N steps. SD-Turbo needs N·strength ≥ 1, so N
- * grows until at least one step runs (strength 0.5 at 1 step → 2 scheduled, 1 run).
+ * The schedule of an img2img run (`strength` s of `steps` N; T training
+ * timesteps). The rule, diffusers' img2img semantics made exact for any s:
+ *
+ * - s = 0 runs no step: the input comes back (through the VAE round trip).
+ * - s in (0, 1] runs k = round(N·s) steps, at least 1 (and at most ⌊s·T⌋,
+ *   so no timestep repeats), never more than N ≤ maxScheduledSteps.
+ * - Those k steps are the configured spacing laid over the training range
+ *   below s·T instead of below T, so the first step starts at the timestep
+ *   (and σ) the strength names, whatever k is: trailing tᵢ = round(s·T −
+ *   i·s·T/k) − 1, leading tᵢ = (k−1−i)·⌊s·T/k⌋ + steps_offset, linspace k
+ *   points from round(s·(T−1)) down to 0. At 1 step, strength 0.3 starts at
+ *   t = 299, 0.5 at 499, 1 at 999 (σ 0.830, 1.613, 14.615 for SD-Turbo).
+ *
+ * Where N·s is a whole number this is exactly diffusers' img2img schedule
+ * (its last N·s timesteps: steps 4, strength 0.5 → 499, 249 with trailing
+ * spacing) for trailing and leading spacing. Elsewhere diffusers takes the
+ * last ⌊N·s⌋ timesteps, which is none at 1 step below strength 1, and the
+ * start then depends on the rounded count only; here it is always s·T. The
+ * earlier rule grew N to ⌈1/s⌉ so that one step ran, which scheduled a
+ * billion steps for s = 1e-9; this one never schedules more than N.
  */
-export function partialSchedule(config: SchedulerConfig, steps: number, strength: number): Schedule & { scheduled: number } {
-  if (strength <= 0) return { timesteps: [], sigmas: [0], scheduled: steps };
-  const scheduled = Math.max(steps, Math.ceil(1 / strength - 1e-9));
-  const full = schedule(config, scheduled);
-  const run = Math.min(scheduled, Math.max(1, Math.floor(scheduled * strength + 1e-9)));
-  const start = scheduled - run;
-  return { timesteps: full.timesteps.slice(start), sigmas: full.sigmas.slice(start), scheduled };
+export function partialSchedule(config: SchedulerConfig, steps: number, strength: number): Schedule {
+  checkScheduledSteps(config, steps);
+  if (!(strength >= 0 && strength <= 1)) throw new InvalidRequestError(`'strength' must be from 0 to 1; got ${strength}.`, { param: 'strength', code: 'invalid_value' });
+  if (strength === 0) return { timesteps: [], sigmas: [0] };
+  if (strength === 1) return schedule(config, steps);
+  const n = config.num_train_timesteps;
+  const range = strength * n;
+  const run = Math.max(1, Math.min(steps, Math.round(steps * strength), Math.floor(range)));
+  let timesteps: number[];
+  if (config.timestep_spacing === 'trailing') {
+    const ratio = range / run;
+    timesteps = Array.from({ length: run }, (_, i) => roundHalfEven(range - i * ratio) - 1);
+  } else if (config.timestep_spacing === 'leading') {
+    const ratio = Math.floor(range / run);
+    timesteps = Array.from({ length: run }, (_, i) => (run - 1 - i) * ratio + config.steps_offset);
+  } else {
+    const top = strength * (n - 1);
+    timesteps = Array.from({ length: run }, (_, i) => Math.round(run === 1 ? top : (top * (run - 1 - i)) / (run - 1)));
+  }
+  return withSigmas(config, timesteps.map((t) => Math.min(n - 1, Math.max(0, t))));
 }
 
 /** The UNet's input at σ: x / √(σ² + 1). */

@@ -1,3 +1,4 @@
+import { guarded } from '../../core/guard.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { LserveError, ModelLoadError, ServerError } from '../../core/errors.js';
@@ -242,14 +243,17 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
       child.stderr = (child.stderr + chunk).slice(-STDERR_TAIL_BYTES);
       for (const line of chunk.split('\n')) if (line.trim()) this.options.log?.(`sherpa-onnx[${child.pid}]: ${line.trim()}`);
     });
-    proc.on('message', (message: LifecycleChildMessage<Info> | ChildMessage) => this.onMessage(child, message));
-    proc.on('error', (error) => {
+    // A fault in handling one message is a bug to log, not a reason to take the server down.
+    const guard = <A extends unknown[]>(handler: (...args: A) => void) =>
+      guarded(handler, (error) => this.options.log?.(`error in the sherpa-onnx ${this.label} supervisor: ${(error as Error)?.stack ?? String(error)}`));
+    proc.on('message', guard((message: LifecycleChildMessage<Info> | ChildMessage) => this.onMessage(child, message)));
+    proc.on('error', guard((error: Error) => {
       child.fatal ??= `the ${this.label} process could not be started: ${error.message}`;
       this.onExit(child, null, null);
-    });
+    }));
     // 'close', not 'exit': it comes after the IPC channel and stderr are drained, so
     // every message the child sent (a 'fatal', sherpa's last log lines) is in by then.
-    proc.on('close', (code: number | null, signal: NodeJS.Signals | null) => this.onExit(child, code, signal));
+    proc.on('close', guard((code: number | null, signal: NodeJS.Signals | null) => this.onExit(child, code, signal)));
     this.options.log?.(`started the sherpa-onnx ${this.label} process (pid ${proc.pid})`);
     this.updateRef(child);
     return child;

@@ -6,6 +6,7 @@ import { defaultStreamingModel } from '../../core/tasks/transcribe.js';
 import type { Lease } from '../../core/manager.js';
 import type { WebSocketRoute } from '../websocket.js';
 import { toLserveError } from '../errors.js';
+import { guarded } from '../../core/guard.js';
 
 /**
  * GET /v1/audio/transcriptions/stream?model=<id>: live recognition over a
@@ -81,19 +82,11 @@ export const transcriptionStreamRoute: WebSocketRoute = {
         }
         end();
       };
-      /** Runs a handler inside the boundary: what it throws fails this stream only. */
-      const guarded =
-        <A extends unknown[]>(handler: (...args: A) => void) =>
-        (...args: A) => {
-          try {
-            handler(...args);
-          } catch (error) {
-            fail(error);
-          }
-        };
+      /** Every handler below runs inside this boundary: what it throws fails this stream only. */
+      const guard = <A extends unknown[]>(handler: (...args: A) => void) => guarded(handler, fail);
       const touch = () => {
         clearTimeout(idle);
-        idle = setTimeout(guarded(() => fail(new InvalidRequestError(`No audio for ${idleMs / 1000} s: closing.`, { code: 'idle_timeout' }))), idleMs);
+        idle = setTimeout(guard(() => fail(new InvalidRequestError(`No audio for ${idleMs / 1000} s: closing.`, { code: 'idle_timeout' }))), idleMs);
       };
       const control = (text: string) => {
         let message: unknown;
@@ -110,17 +103,17 @@ export const transcriptionStreamRoute: WebSocketRoute = {
         clearTimeout(idle);
         stream.finish();
       };
-      stream.on('result', guarded((result) => {
+      stream.on('result', guard((result) => {
         if (socket.readyState === socket.OPEN) socket.send(JSON.stringify({ text: result.text, is_final: result.isFinal }));
       }));
-      stream.on('error', guarded((error) => fail(error)));
-      stream.on('end', guarded(() => {
+      stream.on('error', guard((error) => fail(error)));
+      stream.on('end', guard(() => {
         if (socket.readyState === socket.OPEN) socket.close(CLOSE.normal, 'end of stream');
         end();
       }));
       // The recognizer fell behind: stop reading the socket until it catches up (TCP slows the client down).
-      stream.on('drain', guarded(() => socket.resume()));
-      socket.on('message', guarded((data: RawData, isBinary: boolean) => {
+      stream.on('drain', guard(() => socket.resume()));
+      socket.on('message', guard((data: RawData, isBinary: boolean) => {
         if (over) return;
         const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
         if (!isBinary) return control(bytes.toString('utf8'));
@@ -129,10 +122,10 @@ export const transcriptionStreamRoute: WebSocketRoute = {
         if (bytes.length % 2 !== 0) throw new InvalidRequestError(`Audio frames are PCM16: an even number of bytes (got ${bytes.length}).`, { code: 'invalid_audio' });
         if (!stream.push(pcm16ToFloat32(bytes))) socket.pause();
       }));
-      socket.on('close', guarded(end));
+      socket.on('close', guard(end));
       // ws reports protocol faults (a frame over maxPayload, bad UTF-8, bad opcodes) here and sends the close frame with the right code
       // itself, but then stops reading and would hold the connection for its 30 s close timeout: cut it once the frame is out.
-      socket.on('error', guarded(() => {
+      socket.on('error', guard(() => {
         end();
         setTimeout(() => socket.terminate(), 500).unref();
       }));

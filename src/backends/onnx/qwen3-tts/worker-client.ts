@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { guarded } from '../../../core/guard.js';
 import type { GenerateRequest, GeneratorInit, ReferenceCodes, StopReason } from './generator.js';
 
 /**
@@ -90,8 +91,18 @@ export class GeneratorWorker {
     const stop = () => Atomics.store(flag, 0, 1);
     if (signal.aborted) stop();
     signal.addEventListener('abort', stop, { once: true });
+    // onFrame runs in the worker's message event: what it throws stops this generation and becomes its error.
+    let fault: { error: unknown } | undefined;
+    const frame = guarded(onFrame, (error) => {
+      fault ??= { error };
+      stop();
+    });
     try {
-      return (await this.call({ type: 'generate', request, abort }, onFrame)) as { frames: number; reason: StopReason };
+      const result = (await this.call({ type: 'generate', request, abort }, (codes) => {
+        if (!fault) frame(codes);
+      })) as { frames: number; reason: StopReason };
+      if (fault) throw fault.error;
+      return result;
     } finally {
       signal.removeEventListener('abort', stop);
     }

@@ -9,7 +9,9 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 /**
  * A corpus of malformed requests against every POST route the app mounts:
  * broken and wrongly typed JSON, wrong content types, hostile nesting, bodies
- * over the limit, and broken multipart uploads. Each must be a 4xx in the
+ * over the limit, and broken multipart uploads. (Host, Origin, path and URL
+ * inputs are security.test.ts's corpus; the WebSocket protocol's is in
+ * transcription-stream.test.ts; field bounds are request-bounds.test.ts's.) Each must be a 4xx in the
  * route's documented error shape with no stack trace, and the server must
  * keep serving afterwards. No model is registered: every case has to fail
  * at the boundary, before any model loads (a shaped 404 model_not_found is
@@ -32,6 +34,9 @@ interface Route {
   /** [field, wrong value]: each must be a 400 naming the field. */
   wrongTypes: Array<[string, unknown]>;
   multipart: boolean;
+  /** The multipart file field (default `file`), and the text fields a valid form needs besides `model`. */
+  fileField?: string;
+  formFields?: Record<string, string>;
 }
 
 const chatBase = { model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] };
@@ -137,6 +142,43 @@ const ROUTES: Route[] = [
     ],
     multipart: false,
   },
+  {
+    path: '/v1/images/generations',
+    shape: 'openai',
+    base: { model: 'no-such-model', prompt: 'a cat' },
+    field: 'prompt',
+    wrongTypes: [
+      ['model', 123],
+      ['prompt', 42],
+      ['n', 'two'],
+      ['size', 512],
+      ['steps', 1.5],
+      ['guidance_scale', 'high'],
+      ['response_format', 'png'],
+      ['seed', -1],
+      ['stream', true],
+    ],
+    multipart: false,
+  },
+  ...(['/v1/images/edits', '/v1/images/img2img'] as const).map(
+    (path): Route => ({
+      path,
+      shape: 'openai',
+      base: { model: 'no-such-model', prompt: 'a cat', image: 'aGk=' },
+      field: 'image',
+      wrongTypes: [
+        ['model', 123],
+        ['prompt', {}],
+        ['image', 42],
+        ['n', 0],
+        ['output_compression', 101],
+        ...(path === '/v1/images/img2img' ? ([['strength', 'half']] as Array<[string, unknown]>) : ([['mask', 7]] as Array<[string, unknown]>)),
+      ],
+      multipart: true,
+      fileField: 'image',
+      formFields: { prompt: 'a cat' },
+    }),
+  ),
 ];
 
 interface Case {
@@ -212,7 +254,10 @@ const FAKE_PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a,
 /** Broken multipart uploads, for the routes that take one. */
 function multipartCases(route: Route): Case[] {
   const mp = (name: string, body: Buffer, extra: Partial<Case> = {}, headers: Record<string, string> = MULTIPART_TYPE): Case => ({ name, route, headers, body, ...extra });
-  const complete = Buffer.concat([part('model', 'no-such-model'), part('file', FAKE_PNG, 'a.png'), END]);
+  const field = route.fileField ?? 'file';
+  const wrongField = field === 'file' ? 'image' : 'file';
+  const fields = Object.entries(route.formFields ?? {}).map(([name, value]) => part(name, value));
+  const complete = Buffer.concat([part('model', 'no-such-model'), ...fields, part(field, FAKE_PNG, 'a.png'), END]);
   const cutAt = (marker: string) => complete.subarray(0, complete.indexOf(marker) + marker.length);
   return [
     mp('multipart cut off mid-file', complete.subarray(0, complete.indexOf(FAKE_PNG) + 1000), { status: 400, code: 'malformed_multipart' }),
@@ -224,11 +269,12 @@ function multipartCases(route: Route): Case[] {
     mp('multipart part header without a colon', Buffer.concat([Buffer.from(`--${BOUNDARY}\r\nnot a header\r\n\r\nx\r\n`), END]), { status: 400, code: 'malformed_multipart' }),
     mp('multipart without a boundary parameter', complete, { status: 400, code: 'malformed_multipart' }, { 'content-type': 'multipart/form-data' }),
     mp('multipart with the wrong boundary', complete, { status: 400, code: 'malformed_multipart' }, { 'content-type': 'multipart/form-data; boundary=not-the-one' }),
-    mp('multipart file under the wrong field name', Buffer.concat([part('image', FAKE_PNG, 'a.png'), END]), { status: 400, code: 'limit_unexpected_file', param: 'image' }),
+    mp('multipart file under the wrong field name', Buffer.concat([part(wrongField, FAKE_PNG, 'a.png'), END]), { status: 400, code: 'limit_unexpected_file', param: wrongField }),
     mp('multipart part without a field name', Buffer.concat([part(null, FAKE_PNG, 'a.png'), END]), { status: 400, code: 'missing_field_name' }),
-    mp('multipart with two files', Buffer.concat([part('file', FAKE_PNG, 'a.png'), part('file', FAKE_PNG, 'b.png'), END]), { status: 400, code: 'limit_file_count' }),
-    mp('multipart file over the upload limit', Buffer.concat([part('file', Buffer.alloc(MAX_UPLOAD + 1024, 1), 'big.png'), END]), { status: 413, code: 'payload_too_large' }),
-    mp('multipart model of the wrong shape', Buffer.concat([part('model[a]', 'x'), part('file', FAKE_PNG, 'a.png'), END]), { status: 400, param: 'model' }),
+    // One file per request: multer's file count for single-file routes, the route's own check for images (which take image[] lists).
+    mp('multipart with two files', Buffer.concat([...fields, part(field, FAKE_PNG, 'a.png'), part(field, FAKE_PNG, 'b.png'), END]), { status: 400, code: field === 'file' ? 'limit_file_count' : 'unsupported_parameter' }),
+    mp('multipart file over the upload limit', Buffer.concat([part(field, Buffer.alloc(MAX_UPLOAD + 1024, 1), 'big.png'), END]), { status: 413, code: 'payload_too_large' }),
+    mp('multipart model of the wrong shape', Buffer.concat([part('model[a]', 'x'), ...fields, part(field, FAKE_PNG, 'a.png'), END]), { status: 400, param: 'model' }),
   ];
 }
 
@@ -284,7 +330,7 @@ describe('malformed requests', () => {
       await new Promise<void>((resolve, reject) => {
         const socket = net.connect(server.port, '127.0.0.1', () => {
           const head = [`POST ${route.path} HTTP/1.1`, 'Host: 127.0.0.1', `Content-Type: ${Object.values(headers)[0]}`, 'Content-Length: 100000', '', ''].join('\r\n');
-          socket.write(head + (route.multipart ? part('file', FAKE_PNG, 'a.png').toString('latin1') : '{"model": "x", "pad": "'));
+          socket.write(head + (route.multipart ? part(route.fileField ?? 'file', FAKE_PNG, 'a.png').toString('latin1') : '{"model": "x", "pad": "'));
           // Give the server time to start reading before the connection drops.
           setTimeout(() => {
             socket.destroy();

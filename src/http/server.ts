@@ -62,6 +62,10 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
         sockets.get(route)!.handleUpgrade(req, socket, head, (ws) => {
           if (handed) return ws.terminate();
           handed = true;
+          // ws reports protocol faults (a frame over maxPayload, bad UTF-8) as 'error', which unheard would be an uncaught
+          // exception. It has sent the close frame with the right code (1009, 1007) but stops reading, and would hold the
+          // connection for its 30 s close timeout: cut it once the frame is out.
+          ws.on('error', () => setTimeout(() => ws.terminate(), 500).unref());
           try {
             session.open(ws);
           } catch (error) {

@@ -211,6 +211,17 @@ describe('GET /v1/audio/transcriptions/stream: hostile clients', () => {
     }
   });
 
+  it('a bad frame on a socket that is being refused (unknown model) ends that socket only', async () => {
+    for (const frame of [Buffer.alloc(MAX_FRAME_BYTES + 2), Buffer.from([0xc3, 0x28])]) {
+      const socket = new WebSocket(`${server.url.replace('http', 'ws')}/v1/audio/transcriptions/stream?model=no-such-model`);
+      const closed = new Promise<number>((resolve) => socket.on('close', (code) => resolve(code)));
+      socket.on('error', () => undefined);
+      socket.on('open', () => socket.send(frame, { binary: frame.length > 2 }));
+      expect([1007, 1009, 4404]).toContain(await closed);
+    }
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+
   it('abrupt disconnects mid-stream release their slots', async () => {
     for (let round = 0; round < 3; round++) {
       const sessions = await Promise.all(Array.from({ length: 6 }, () => connect()));

@@ -123,12 +123,8 @@ export const transcriptionStreamRoute: WebSocketRoute = {
         if (!stream.push(pcm16ToFloat32(bytes))) socket.pause();
       }));
       socket.on('close', guard(end));
-      // ws reports protocol faults (a frame over maxPayload, bad UTF-8, bad opcodes) here and sends the close frame with the right code
-      // itself, but then stops reading and would hold the connection for its 30 s close timeout: cut it once the frame is out.
-      socket.on('error', guard(() => {
-        end();
-        setTimeout(() => socket.terminate(), 500).unref();
-      }));
+      // A protocol fault (see server.ts, which closes the socket): the stream ends with it.
+      socket.on('error', guard(end));
       touch();
     };
     return { open, abandon: release };

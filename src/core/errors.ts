@@ -86,6 +86,13 @@ export class UnsupportedMediaError extends LserveError {
   }
 }
 
+/** 499 (nginx's "client closed request"): the client left before the answer; nobody reads it, and it is no server fault. */
+export class ClientClosedError extends LserveError {
+  constructor() {
+    super(499, 'invalid_request_error', 'The client closed the connection.', { code: 'client_closed_request' });
+  }
+}
+
 export class OverloadedError extends LserveError {
   constructor(message = 'The server is busy; the request queue is full. Retry later.') {
     super(503, 'overloaded_error', message, { code: 'overloaded' });

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Engine } from '../core/engine.js';
+import { ClientClosedError } from '../core/errors.js';
 import type { InputPolicy } from './remote-input.js';
 
 /** What every router gets: the engine and the server's settings. */
@@ -44,7 +45,7 @@ export interface ServerOptions {
  */
 export function requestSignal(req: Request, res: Response, shutdown: AbortSignal): AbortSignal {
   const controller = new AbortController();
-  const abort = () => controller.abort(new Error('client disconnected'));
+  const abort = () => controller.abort(new ClientClosedError());
   res.on('close', () => {
     if (!res.writableFinished) abort();
   });

@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import multer from 'multer';
-import { InsufficientMemoryError, LserveError, ModelLoadError, NotFoundError, PayloadTooLargeError, InvalidRequestError, ServerError } from '../core/errors.js';
+import { InsufficientMemoryError, LserveError, ModelLoadError, OverloadedError, NotFoundError, PayloadTooLargeError, InvalidRequestError, ServerError } from '../core/errors.js';
 
 /**
  * The one place errors become HTTP responses: OpenAI's shape everywhere,
@@ -87,8 +87,8 @@ export function isAnthropicRoute(req: Request): boolean {
 export function errorMiddleware(log: (message: string) => void): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const error = toLserveError(err);
-    // A failed model load was logged once, with its detail, by the model manager.
-    const logged = error instanceof ModelLoadError || error instanceof InsufficientMemoryError;
+    // A failed model load was logged once, with its detail, by the model manager; a full queue (503) is no fault.
+    const logged = error instanceof ModelLoadError || error instanceof InsufficientMemoryError || error instanceof OverloadedError;
     if (error.status >= 500 && !logged) log(`error ${req.method} ${req.path}: ${(error.cause as Error)?.stack ?? error.stack}`);
     if (res.headersSent) {
       // A stream already started: the route reports in-band; just end it.

@@ -83,6 +83,27 @@ describe('chat under load', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(await complete(2)).toBe(200);
   });
+
+  it('a client that leaves while its request waits is no server error, nor is a 503 (nothing logged as one)', async () => {
+    const streams = await Promise.all(Array.from({ length: 4 }, () => openStream(3000)));
+    const controller = new AbortController();
+    const waiting = post(long(2), controller.signal).catch((error: unknown) => error);
+    const lease = await server.engine.acquire<LlamaChatModel>(CHAT_MODEL_ID, ['chat']);
+    try {
+      for (let i = 0; lease.model.queued < 1; i++) {
+        if (i > 1500) throw new Error('the request never queued');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      lease.release();
+    }
+    controller.abort();
+    expect(await waiting).toBeInstanceOf(Error);
+    for (const s of streams) s.abort();
+    expect(await complete(2)).toBe(200);
+    // The 503 of the test above and this hang-up: neither is a server fault.
+    expect(server.logs.filter((line) => line.startsWith('error '))).toEqual([]);
+  });
 });
 
 describe('bad input → 4xx with the error shape, and the server keeps serving', () => {

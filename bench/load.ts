@@ -1,0 +1,533 @@
+/**
+ * Load and leak check (not a test, not part of `npm test`): every route at
+ * once against one `lserve serve` child process on the suite's synthetic
+ * models, with half of the streamed requests and WebSocket streams cut off
+ * part-way, then checks that the server cleaned up after itself.
+ *
+ *   npx tsx bench/load.ts [--minutes 3] [--clients 6] [--seed 1] [--max-queue 1]
+ *                         [--timeout 120] [--check-timeout 30] [--settle 10] [--per-route K/3]
+ *                         [--max-loaded 16] [--keep-alive 5m] [--json out.json]
+ *                         [--only route[:model],…]
+ *                         [--src] [--keep]
+ *
+ * 1. A fresh LSERVE_HOME in a temp dir, the fixtures written into it
+ *    (test/fixtures/index.ts), each registered with `lserve pull <path> --kind`,
+ *    then `lserve serve --host 127.0.0.1 --port 0 --max-queue N` (the built
+ *    bin/lserve.js; `--src` runs src/cli/main.ts through tsx instead).
+ * 2. One uncut request of every route × model, in turn; after each, the RSS of
+ *    the server and of every process below it (/proc): the per-kind baselines.
+ * 3. K clients for N minutes, each picking a route then a model with its own
+ *    seeded PRNG; streamed requests and WebSocket streams are cut in half of
+ *    the cases. RSS sampled every second (peaks).
+ * 4. `--settle` seconds idle, then the final RSS and the child processes;
+ *    /health, /v1/models and one uncut request of every route × model again,
+ *    each within `--check-timeout` (a slot or lease leaked by a cut request
+ *    would show as a hang or a 503 here: the server exposes no counter).
+ * 5. PASS/FAIL per criterion, the tables, and `--json` with everything.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { writeFixtures } from '../test/fixtures/index.js';
+import { allOps, http, loadInputs, type Models, type Op, type Result } from './load/ops.js';
+import { commandOf, MemorySampler, snapshot, type MemorySnapshot, type ProcInfo } from './load/proc.js';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const BIN = path.join(ROOT, 'bin', 'lserve.js');
+
+const { values: args } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '3' },
+    clients: { type: 'string', default: '6' },
+    seed: { type: 'string', default: '1' },
+    'max-queue': { type: 'string', default: '1' },
+    timeout: { type: 'string', default: '120' },
+    'check-timeout': { type: 'string', default: '30' },
+    'per-route': { type: 'string' },
+    settle: { type: 'string', default: '10' },
+    'max-loaded': { type: 'string', default: '16' },
+    'keep-alive': { type: 'string', default: '5m' },
+    only: { type: 'string' },
+    json: { type: 'string' },
+    src: { type: 'boolean', default: false },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const minutes = Number(args.minutes);
+const clients = Number(args.clients);
+const seed = Number(args.seed);
+const timeoutMs = Number(args.timeout) * 1000;
+const checkTimeoutMs = Number(args['check-timeout']) * 1000;
+const settleMs = Number(args.settle) * 1000;
+/** Most clients in one route at once, so that a slow route (synthetic Whisper decodes to its token limit) does not absorb every client. */
+const perRoute = Number(args['per-route'] ?? Math.max(1, Math.ceil(clients / 3)));
+for (const [name, value] of Object.entries({ minutes, clients, seed, 'per-route': perRoute, timeout: timeoutMs, 'check-timeout': checkTimeoutMs, settle: settleMs })) {
+  if (!Number.isFinite(value) || value < 0) throw new Error(`--${name} must be a number ≥ 0`);
+}
+if (process.platform !== 'linux') throw new Error('bench/load.ts reads /proc: Linux only');
+
+/** mulberry32: small, seedable, good enough to pick routes. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const mib = (kib: number) => `${(kib / 1024).toFixed(0)} MiB`;
+const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
+const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
+const elapsed = (t0: number) => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
+const log = (message: string) => console.log(message);
+
+// ---------------------------------------------------------------------------------------------
+// The server
+
+interface Server {
+  child: ChildProcess;
+  pid: number;
+  base: string;
+  logs: Array<{ at: number; line: string }>;
+  exited?: { code: number | null; signal: NodeJS.Signals | null; at: number };
+}
+
+function lserveArgv(rest: string[]): string[] {
+  return args.src ? ['--import', 'tsx', path.join(ROOT, 'src', 'cli', 'main.ts'), ...rest] : [BIN, ...rest];
+}
+
+function serverEnv(home: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, LSERVE_HOME: home, NO_COLOR: '1' };
+  for (const name of ['LSERVE_HOST', 'LSERVE_PORT', 'LSERVE_API_KEY', 'LSERVE_CATALOG']) delete env[name];
+  return env;
+}
+
+function runLserve(home: string, rest: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, lserveArgv(rest), { cwd: ROOT, env: serverEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d));
+    child.stderr.on('data', (d: Buffer) => (output += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
+
+async function startLserve(home: string, maxQueue: string): Promise<Server> {
+  const argv = lserveArgv(['serve', '--host', '127.0.0.1', '--port', '0', '--max-queue', maxQueue, '--max-loaded', args['max-loaded'], '--keep-alive', args['keep-alive'], '--log-format', 'text']);
+  const child = spawn(process.execPath, argv, { cwd: ROOT, env: serverEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
+  const server: Server = { child, pid: child.pid!, base: '', logs: [] };
+  child.on('exit', (code, signal) => (server.exited = { code, signal, at: Date.now() }));
+  const listening = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`lserve serve did not report listening within 60 s:\n${server.logs.map((l) => l.line).join('\n')}`)), 60_000);
+    child.on('exit', (code, signal) => reject(new Error(`lserve serve exited (${code ?? signal}) before listening:\n${server.logs.map((l) => l.line).join('\n')}`)));
+    for (const stream of [child.stdout!, child.stderr!]) {
+      let pending = '';
+      stream.on('data', (d: Buffer) => {
+        pending += d.toString('utf8');
+        const lines = pending.split('\n');
+        pending = lines.pop()!;
+        for (const line of lines) {
+          server.logs.push({ at: Date.now(), line });
+          // Loopback only: the address the server printed must be 127.0.0.1.
+          const m = /lserve listening on (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(line);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        }
+      });
+    }
+  });
+  server.base = await listening;
+  return server;
+}
+
+async function stopLserve(server: Server): Promise<{ code: number | null; signal: string | null; ms: number }> {
+  const t0 = performance.now();
+  if (!server.exited) {
+    server.child.kill('SIGTERM');
+    const deadline = Date.now() + 20_000;
+    while (!server.exited && Date.now() < deadline) await sleep(100);
+    if (!server.exited) {
+      server.child.kill('SIGKILL');
+      while (!server.exited) await sleep(50);
+    }
+  }
+  return { code: server.exited!.code, signal: server.exited!.signal, ms: Math.round(performance.now() - t0) };
+}
+
+/** Server log lines that are routine (model loads, process starts, shutdown), not worth printing. */
+const ROUTINE = /^(lserve listening on |loading \S+$|unloaded \S+$|SIGTERM: shutting down|started the sherpa-onnx \S+ \S+ process|sherpa-onnx [\d.]+ ready|\S+: context (plan|ready)|qwen3-tts \S+: \w+ model loaded in|\S+: sherpa-onnx .* loaded in )/;
+
+/** A request log line (`POST /v1/ocr 200 12ms`) → its status, or undefined for other lines. */
+function statusOf(line: string): number | undefined {
+  const m = /^(GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) \S+ (\d{3}) \d+ms$/.exec(line.trim());
+  return m ? Number(m[2]) : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bookkeeping
+
+interface Record_ {
+  route: string;
+  model?: string;
+  outcome: string;
+  ms: number;
+  cutAsked: boolean;
+}
+
+interface Problem extends Result {
+  phase: string;
+  route: string;
+  model?: string;
+  at: string;
+}
+
+const kindOf = (op: Op) => (op.model ? `${op.route} ${op.model}` : op.route);
+/** An outcome that means the server failed (the load's cuts, 503s and 4xx are not failures). */
+const serverError = (outcome: string) => (/^5\d\d$/.test(outcome) && outcome !== '503') || outcome === 'ws:1011';
+const success = (outcome: string) => outcome === '200' || outcome === 'ws:1000';
+const clientFailure = (outcome: string) => outcome.startsWith('error:') || (outcome.startsWith('ws:') && outcome !== 'ws:1000' && outcome !== 'ws:1011');
+
+function percentile(values: number[], p: number): number {
+  if (!values.length) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-load-'));
+  const problems: Problem[] = [];
+  let server: Server | undefined;
+  try {
+    log(`lserve load check: ${clients} clients × ${minutes} min, seed ${seed}, --max-queue ${args['max-queue']}, timeout ${timeoutMs / 1000} s, node ${process.version}, ${os.availableParallelism()} CPUs, ${mib(os.totalmem() / 1024)} RAM`);
+    log(`home ${home}${args.src ? ' (server from src/ through tsx)' : ''}`);
+    if (!args.src && !existsSync(path.join(ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` (or pass --src)');
+
+    // 1. Fixtures, registered as a user would.
+    const fixtures = await writeFixtures(path.join(home, 'fixtures'));
+    for (const f of fixtures) {
+      const r = await runLserve(home, ['pull', f.path, '--kind', f.kind, '--quiet']);
+      if (r.code !== 0) throw new Error(`lserve pull ${f.path} --kind ${f.kind} failed (${r.code}):\n${r.output}`);
+    }
+    log(`${fixtures.length} fixtures registered (${elapsed(started)})`);
+    const ids = new Set(fixtures.map((f) => path.basename(f.path).replace(/\.gguf$/, '')));
+    const need = (id: string) => {
+      if (!ids.has(id) && id !== 'ppocr-v4-mobile') throw new Error(`fixture '${id}' is missing: test/fixtures/index.ts changed?`);
+      return id;
+    };
+    const models: Models = {
+      chat: need('synthetic-qwen3-chat'),
+      embedding: [need('synthetic-bge-embedding'), need('synthetic-qwen3-embedding')],
+      rerank: need('synthetic-bge-reranker'),
+      ocr: [need('ppocr-v4-mobile'), need('synthetic-ppocr-v5')],
+      asr: [need('synthetic-whisper-tiny'), need('synthetic-whisper-tiny-timestamped')],
+      asrStream: need('synthetic-zipformer-streaming'),
+      tts: [
+        { model: need('synthetic-piper-voice'), fields: () => ({}) },
+        { model: need('synthetic-qwen3-tts-customvoice'), fields: () => ({ voice: 'Vivian' }) },
+        { model: need('synthetic-qwen3-tts-voicedesign'), fields: () => ({ voice_description: 'a calm, low voice' }) },
+        { model: need('synthetic-qwen3-tts-base'), fields: (inputs) => ({ ref_audio: `data:audio/wav;base64,${inputs.wav.toString('base64')}`, ref_text: 'hello world this is a test' }) },
+      ],
+      image: need('synthetic-sd-turbo'),
+      vae: need('synthetic-taesd'),
+    };
+    // --only chat.stream,speech:piper narrows every phase to those routes (and models whose id contains the text after ':').
+    const only = args.only?.split(',').filter(Boolean).map((entry) => entry.split(':') as [string, string | undefined]);
+    const ops = allOps(models, await loadInputs()).filter((op) => !only || only.some(([route, model]) => op.route === route && (!model || (op.model ?? '').includes(model))));
+    if (!ops.length) throw new Error(`--only ${args.only} matches no route`);
+    const routes = [...new Set(ops.map((o) => o.route))];
+
+    server = await startLserve(home, args['max-queue']);
+    const base = server.base;
+    const idle = snapshot(server.pid);
+    log(`server pid ${server.pid} on ${base}: ${mib(idle.serverKiB)} RSS idle, ${idle.children.length} children (${elapsed(started)})`);
+
+    // 2. One request of each kind, uncut, with the RSS after it.
+    const baseline: Array<{ kind: string; outcome: string; ms: number; memory: Omit<MemorySnapshot, 'children'> & { childCount: number } }> = [];
+    const firstRng = prng(seed * 7919 + 1);
+    log('\nFirst request of each kind (RSS 1 s after it: server + children = total):');
+    for (const op of ops) {
+      const t0 = performance.now();
+      const r = await op.run({ base, rng: firstRng, cut: false, timeoutMs });
+      const ms = Math.round(performance.now() - t0);
+      await sleep(1000);
+      const s = snapshot(server.pid);
+      baseline.push({ kind: kindOf(op), outcome: r.outcome, ms, memory: { at: s.at, serverKiB: s.serverKiB, childrenKiB: s.childrenKiB, totalKiB: s.totalKiB, childCount: s.children.length } });
+      if (!success(r.outcome)) problems.push({ ...r, phase: 'first', route: op.route, model: op.model, at: new Date().toISOString() });
+      log(`  ${pad(kindOf(op), 62)} ${lpad(r.outcome, 7)} ${lpad(String(ms), 6)} ms   ${lpad(mib(s.serverKiB), 9)} + ${lpad(mib(s.childrenKiB), 8)} = ${lpad(mib(s.totalKiB), 9)}  (${s.children.length} children)`);
+    }
+    const baselineMax = baseline.reduce((m, b) => (b.memory.totalKiB > m.memory.totalKiB ? b : m), baseline[0]!);
+    const before = snapshot(server.pid);
+    log(`baseline (max of the per-kind figures): ${mib(baselineMax.memory.totalKiB)} after '${baselineMax.kind}' (${elapsed(started)})`);
+
+    // 3. The load.
+    const sampler = new MemorySampler(server.pid);
+    sampler.start(1000);
+    const records: Record_[] = [];
+    const durationMs = minutes * 60_000;
+    const loadStart = Date.now();
+    const deadline = loadStart + durationMs;
+    const maxPerClient = Math.max(10, Math.ceil((durationMs / 1000) * 20)); // ≤ 20 requests/s per client: a bound, never reached in practice
+    const inFlight = new Map<number, { kind: string; since: number }>();
+    const busy = new Map<string, number>();
+    log(`\nLoad: ${clients} clients for ${minutes} min over ${routes.length} routes (${ops.length} route × model kinds), at most ${perRoute} in one route at once…`);
+    const progress = setInterval(() => {
+      const open = [...inFlight.values()].map((f) => `${f.kind} ${Math.round((Date.now() - f.since) / 1000)}s`).join('; ');
+      log(`  ${Math.round((Date.now() - loadStart) / 1000)} s: ${records.length} requests, RSS ${mib(sampler.peakTotalKiB)} peak; in flight: ${open || 'none'}`);
+    }, 30_000);
+    progress.unref();
+    await Promise.all(
+      Array.from({ length: clients }, async (_, k) => {
+        const rng = prng(seed * 1_000_003 + k + 17);
+        for (let n = 0; n < maxPerClient && Date.now() < deadline && !server!.exited; n++) {
+          const free = routes.filter((r) => (busy.get(r) ?? 0) < perRoute);
+          const open = free.length ? free : routes;
+          const route = open[Math.floor(rng() * open.length)]!;
+          busy.set(route, (busy.get(route) ?? 0) + 1);
+          const variants = ops.filter((o) => o.route === route);
+          const op = variants[Math.floor(rng() * variants.length)]!;
+          const cut = op.streamed && rng() < 0.5;
+          const t0 = performance.now();
+          inFlight.set(k, { kind: kindOf(op), since: Date.now() });
+          const r = await op.run({ base, rng, cut, timeoutMs });
+          inFlight.delete(k);
+          busy.set(route, busy.get(route)! - 1);
+          records.push({ route: op.route, model: op.model, outcome: r.outcome, ms: performance.now() - t0, cutAsked: cut });
+          if (!success(r.outcome) && r.outcome !== 'cut' && r.outcome !== '503') problems.push({ ...r, phase: 'load', route: op.route, model: op.model, at: new Date().toISOString() });
+        }
+      }),
+    );
+    clearInterval(progress);
+    const loadMs = Date.now() - loadStart;
+    log(`load done: ${records.length} requests in ${(loadMs / 1000).toFixed(0)} s (${elapsed(started)})`);
+
+    // 4. Settle, then the final state and the checks.
+    await sleep(settleMs);
+    const final = sampler.sample();
+    sampler.stop();
+    const checks: Array<{ kind: string; outcome: string; ms: number }> = [];
+    const checkRng = prng(seed * 7919 + 2);
+    const probe = async (kind: string, run: () => Promise<Result>) => {
+      const t0 = performance.now();
+      const r = await run();
+      const ms = Math.round(performance.now() - t0);
+      checks.push({ kind, outcome: r.outcome, ms });
+      if (!success(r.outcome)) problems.push({ ...r, phase: 'after', route: kind, at: new Date().toISOString() });
+      return r;
+    };
+    const ctx = { base, rng: checkRng, cut: false, timeoutMs: checkTimeoutMs };
+    const health = await probe('GET /health', () => http(ctx, '/health', { method: 'GET' }));
+    const modelsList = await probe('GET /v1/models', () => http(ctx, '/v1/models', { method: 'GET' }));
+    for (const op of ops) await probe(kindOf(op), () => op.run(ctx));
+    const afterChecks = snapshot(server.pid);
+
+    // 5. Shutdown: the server and every child it had must go.
+    const exitedDuringRun = server.exited ? { ...server.exited } : undefined;
+    const knownChildren = new Map<number, string>([...before.children, ...final.children, ...afterChecks.children].map((c) => [c.pid, c.command]));
+    const stopped = await stopLserve(server);
+    await sleep(500);
+    const lingering = [...knownChildren].filter(([pid, command]) => existsSync(`/proc/${pid}`) && commandOf(pid) === command);
+    for (const [pid] of lingering) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
+
+    // Server log: request lines by status, 5xx lines, and anything that is not a request line.
+    // Model loads and unloads are routine; during the load they mean eviction or a reload.
+    const logStatus = new Map<number, number>();
+    const log5xx: string[] = [];
+    const otherLog: string[] = [];
+    const loadPhase = { loads: 0, unloads: 0 };
+    for (const { at, line } of server.logs) {
+      if (/^\s+at /.test(line) && otherLog.length) {
+        otherLog[otherLog.length - 1] += `\n${line}`; // a stack trace's frames belong to the line above
+        continue;
+      }
+      const status = statusOf(line);
+      const during = at >= loadStart && at <= loadStart + loadMs;
+      if (status !== undefined) {
+        logStatus.set(status, (logStatus.get(status) ?? 0) + 1);
+        if (status >= 500 && status !== 503) log5xx.push(line);
+      } else if (ROUTINE.test(line)) {
+        if (during && line.startsWith('loading ')) loadPhase.loads++;
+        if (during && line.startsWith('unloaded ')) loadPhase.unloads++;
+      } else if (line.trim()) otherLog.push(line);
+    }
+
+    // Tables.
+    const byRoute = new Map<string, Record_[]>();
+    for (const r of records) byRoute.set(r.route, [...(byRoute.get(r.route) ?? []), r]);
+    const outcomesOf = (list: Record_[]) => {
+      const counts = new Map<string, number>();
+      for (const r of list) counts.set(r.outcome, (counts.get(r.outcome) ?? 0) + 1);
+      return [...counts].sort((a, b) => b[1] - a[1]);
+    };
+    log('\nRequests during the load (cut: how many were to be cut; outcome×count; ms over completed 200 / ws:1000):');
+    log(`  ${pad('route', 20)} ${lpad('n', 5)} ${lpad('cut', 4)}  ${pad('outcomes', 46)} ${lpad('p50', 6)} ${lpad('p95', 6)} ${lpad('max', 6)}`);
+    for (const route of routes) {
+      const list = byRoute.get(route) ?? [];
+      const ok = list.filter((r) => success(r.outcome)).map((r) => r.ms);
+      const f = (v: number) => (Number.isFinite(v) ? String(Math.round(v)) : '–');
+      const cuts = ops.some((o) => o.route === route && o.streamed) ? String(list.filter((r) => r.cutAsked).length) : '';
+      log(`  ${pad(route, 20)} ${lpad(String(list.length), 5)} ${lpad(cuts, 4)}  ${pad(outcomesOf(list).map(([o, n]) => `${o}×${n}`).join(' ') || '–', 46)} ${lpad(f(percentile(ok, 50)), 6)} ${lpad(f(percentile(ok, 95)), 6)} ${lpad(f(ok.length ? Math.max(...ok) : Number.NaN), 6)}`);
+    }
+    log(`  ${pad('all', 20)} ${lpad(String(records.length), 5)} ${lpad(String(records.filter((r) => r.cutAsked).length), 4)}  ${outcomesOf(records).map(([o, n]) => `${o}×${n}`).join(' ')}`);
+    log(`  server log: ${[...logStatus].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}×${n}`).join(' ')}; during the load ${loadPhase.loads} model loads, ${loadPhase.unloads} unloads${otherLog.length ? `; ${otherLog.length} unexpected lines (below)` : ''}`);
+
+    const row = (label: string, server: number, children: number, total: number) => log(`  ${pad(label, 36)} ${lpad(mib(server), 10)} ${lpad(mib(children), 10)} ${lpad(mib(total), 10)}`);
+    log('\nMemory (RSS):');
+    log(`  ${pad('', 36)} ${lpad('server', 10)} ${lpad('children', 10)} ${lpad('total', 10)}`);
+    row('idle, before any request', idle.serverKiB, idle.childrenKiB, idle.totalKiB);
+    row(`baseline: after first requests (max)`, baselineMax.memory.serverKiB, baselineMax.memory.childrenKiB, baselineMax.memory.totalKiB);
+    row('peak during load (1 s samples)', sampler.peakServerKiB, sampler.peakChildrenKiB, sampler.peakTotalKiB);
+    row(`final, after ${settleMs / 1000} s idle`, final.serverKiB, final.childrenKiB, final.totalKiB);
+    const tenth = (i: number) => sampler.timeline[Math.min(sampler.timeline.length - 1, Math.round((i / 10) * (sampler.timeline.length - 1)))]!;
+    log(`  total over the load and settle, in tenths: ${Array.from({ length: 11 }, (_, i) => (tenth(i)[1] + tenth(i)[2]) / 1024).map((v) => v.toFixed(0)).join(' ')} MiB`);
+    const ratio = final.totalKiB / baselineMax.memory.totalKiB;
+    log(`  final / baseline: ${ratio.toFixed(3)} total, ${(final.serverKiB / baselineMax.memory.serverKiB).toFixed(3)} server, ${baselineMax.memory.childrenKiB ? (final.childrenKiB / baselineMax.memory.childrenKiB).toFixed(3) : '–'} children`);
+
+    const listChildren = (label: string, list: ProcInfo[]) => {
+      log(`  ${label}: ${list.length}`);
+      for (const c of list) log(`    ${lpad(String(c.pid), 7)} ${lpad(mib(c.rssKiB), 8)}  ${c.command}`);
+    };
+    log('\nChild processes:');
+    listChildren('before the load', before.children);
+    listChildren(`after the load + ${settleMs / 1000} s`, final.children);
+    const beforePids = new Set(before.children.map((c) => c.pid));
+    const newPids = final.children.filter((c) => !beforePids.has(c.pid));
+    const seenDuring = [...sampler.seen].filter(([pid]) => !beforePids.has(pid));
+    if (seenDuring.length) log(`  started during the load (seen by the sampler): ${seenDuring.map(([pid, cmd]) => `${pid} ${cmd.slice(0, 40)}`).join('; ')}`);
+    log(`  after shutdown: server exit ${stopped.code ?? stopped.signal} in ${stopped.ms} ms; ${lingering.length ? `${lingering.length} children left behind (killed): ${lingering.map(([pid]) => pid).join(', ')}` : 'no children left behind'}`);
+
+    log('\nAfter the load (each within the check timeout):');
+    const slowest = checks.reduce((m, c) => (c.ms > m.ms ? c : m), checks[0]!);
+    const failed = checks.filter((c) => !success(c.outcome));
+    log(`  ${checks.length - failed.length}/${checks.length} answered; slowest ${slowest.kind} ${slowest.ms} ms${failed.length ? `; FAILED: ${failed.map((c) => `${c.kind} → ${c.outcome} (${c.ms} ms)`).join('; ')}` : ''}`);
+
+    // Criteria.
+    const allOutcomes = [...records.map((r) => r.outcome), ...baseline.map((b) => b.outcome), ...checks.map((c) => c.outcome)];
+    const fiveXX = allOutcomes.filter(serverError);
+    const clientFailures = records.filter((r) => clientFailure(r.outcome));
+    const criteria: Array<{ name: string; pass: boolean; detail: string }> = [
+      {
+        name: 'no 5xx except 503 (queue full)',
+        pass: fiveXX.length === 0 && log5xx.length === 0,
+        detail: `${fiveXX.length} answers (${[...new Set(fiveXX)].join(', ') || 'none'}), ${log5xx.length} in the server log; 503×${allOutcomes.filter((o) => o === '503').length}`,
+      },
+      {
+        name: 'no hangs or dropped connections (besides our cuts)',
+        pass: clientFailures.length === 0,
+        detail: clientFailures.length ? outcomesOf(clientFailures).map(([o, n]) => `${o}×${n}`).join(' ') : 'none',
+      },
+      {
+        name: 'server stayed up',
+        pass: !exitedDuringRun,
+        detail: exitedDuringRun ? `exited ${exitedDuringRun.code ?? exitedDuringRun.signal} at ${new Date(exitedDuringRun.at).toISOString()}` : `pid ${server.pid} up until shutdown`,
+      },
+      {
+        name: 'memory within 25 % of the baseline',
+        pass: ratio <= 1.25,
+        detail: `final ${mib(final.totalKiB)} / baseline ${mib(baselineMax.memory.totalKiB)} = ${ratio.toFixed(3)} (peak ${mib(sampler.peakTotalKiB)})`,
+      },
+      {
+        name: 'no leaked child processes',
+        pass: final.children.length <= before.children.length,
+        detail: `${before.children.length} before, ${final.children.length} after${newPids.length ? ` (new pids: ${newPids.map((c) => c.pid).join(', ')})` : ''}, peak ${sampler.peakChildCount}`,
+      },
+      {
+        name: '/health and /v1/models answer at the end',
+        pass: success(health.outcome) && success(modelsList.outcome),
+        detail: `/health ${health.outcome}, /v1/models ${modelsList.outcome}`,
+      },
+      {
+        name: 'slots and leases released: every kind answers after the load',
+        pass: failed.length === 0,
+        detail: `${checks.length - 2 - failed.filter((c) => !c.kind.startsWith('GET /')).length}/${checks.length - 2} kinds within ${checkTimeoutMs / 1000} s, slowest ${slowest.ms} ms`,
+      },
+    ];
+    log('\nCriteria:');
+    for (const c of criteria) log(`  ${c.pass ? 'PASS' : 'FAIL'}  ${pad(c.name, 62)} ${c.detail}`);
+
+    if (problems.length) {
+      log(`\nProblems (${problems.length}; first 12):`);
+      for (const p of problems.slice(0, 12)) log(`  [${p.phase}] ${p.route}${p.model ? ` ${p.model}` : ''} → ${p.outcome}: ${p.detail ?? ''}\n      request: ${p.request ?? '?'}`);
+    }
+    if (log5xx.length || otherLog.length) {
+      log('\nServer log (5xx request lines, then unexpected lines; first 20 each):');
+      for (const line of log5xx.slice(0, 20)) log(`  ${line}`);
+      const firsts = new Map<string, number>(); // the same message (first line) once, with a count
+      for (const entry of otherLog) {
+        const [first, ...frames] = entry.split('\n');
+        const key = `${first}${frames.length ? ` (+${frames.length} stack lines; ${frames[0]!.trim()})` : ''}`;
+        firsts.set(key, (firsts.get(key) ?? 0) + 1);
+      }
+      for (const [line, n] of [...firsts].slice(0, 20)) log(`  ${n > 1 ? `${n}× ` : ''}${line}`);
+    }
+    log(`\n(${elapsed(started)} in all)`);
+
+    if (args.json) {
+      const result = {
+        args: { minutes, clients, seed, perRoute, only: args.only, maxQueue: Number(args['max-queue']), timeoutMs, checkTimeoutMs, settleMs, maxLoaded: Number(args['max-loaded']), keepAlive: args['keep-alive'], src: args.src },
+        machine: { node: process.version, cpus: os.availableParallelism(), totalMemKiB: Math.round(os.totalmem() / 1024) },
+        server: { pid: server.pid, base, exitedDuringRun, stopped, lingeringChildren: lingering.map(([pid, command]) => ({ pid, command })) },
+        criteria,
+        baseline,
+        baselineMaxKiB: baselineMax.memory.totalKiB,
+        memory: {
+          idle: { serverKiB: idle.serverKiB, childrenKiB: idle.childrenKiB, totalKiB: idle.totalKiB },
+          peak: { serverKiB: sampler.peakServerKiB, childrenKiB: sampler.peakChildrenKiB, totalKiB: sampler.peakTotalKiB, childCount: sampler.peakChildCount },
+          final: { serverKiB: final.serverKiB, childrenKiB: final.childrenKiB, totalKiB: final.totalKiB },
+          afterChecks: { serverKiB: afterChecks.serverKiB, childrenKiB: afterChecks.childrenKiB, totalKiB: afterChecks.totalKiB },
+          finalOverBaseline: ratio,
+          timeline: sampler.timeline,
+        },
+        children: { before: before.children, after: final.children, afterChecks: afterChecks.children, seenDuringLoad: [...sampler.seen].map(([pid, command]) => ({ pid, command })) },
+        load: {
+          ms: loadMs,
+          requests: records.length,
+          byRoute: Object.fromEntries(routes.map((route) => [route, Object.fromEntries(outcomesOf(byRoute.get(route) ?? []))])),
+          byRouteAndModel: Object.fromEntries(ops.map((op) => [kindOf(op), Object.fromEntries(outcomesOf(records.filter((r) => r.route === op.route && r.model === op.model)))])),
+          latencyMs: Object.fromEntries(
+            routes.map((route) => {
+              const ok = (byRoute.get(route) ?? []).filter((r) => success(r.outcome)).map((r) => r.ms);
+              return [route, { n: ok.length, p50: Math.round(percentile(ok, 50)), p95: Math.round(percentile(ok, 95)), max: ok.length ? Math.round(Math.max(...ok)) : null }];
+            }),
+          ),
+          cutsAsked: Object.fromEntries(routes.map((route) => [route, (byRoute.get(route) ?? []).filter((r) => r.cutAsked).length])),
+        },
+        checks,
+        problems,
+        serverLog: { statuses: Object.fromEntries(logStatus), fiveXX: log5xx, loadsDuringLoad: loadPhase.loads, unloadsDuringLoad: loadPhase.unloads, unexpected: otherLog.slice(0, 200) },
+      };
+      await writeFile(args.json, `${JSON.stringify(result, null, 2)}\n`);
+      log(`JSON written to ${args.json}`);
+    }
+    process.exitCode = criteria.every((c) => c.pass) ? 0 : 1;
+  } finally {
+    if (server && !server.exited) await stopLserve(server);
+    if (args.keep) log(`kept ${home}`);
+    else await rm(home, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -25,7 +25,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Engine } from '../src/core/engine.js';
-import { prepareImageModel } from '../src/core/tasks/image/prepare.js';
+import { prepareImageModel } from '../src/families/stable-diffusion/prepare.js';
 import { SD_TURBO, TINY_SD, writeSdTurboFolder } from '../test/fixtures/onnx/sd-turbo/index.js';
 import { syntheticTaesdModel } from '../test/fixtures/onnx/sd-turbo/taesd.js';
 import { taesdFlops, textEncoderFlops, unetFlops, vaeDecoderFlops } from './images/flops.js';

@@ -39,7 +39,7 @@ const flag = (name: string, fallback: number) => {
 };
 const threads = flag('threads', 0);
 const runs = flag('runs', 5);
-const cacheDir = fileURLToPath(new URL('./.cache/ocr/', import.meta.url));
+const cacheDir = fileURLToPath(new URL('.cache/ocr/', import.meta.url));
 const root = fileURLToPath(new URL('../', import.meta.url));
 
 async function lserve(): Promise<EngineUnderTest> {

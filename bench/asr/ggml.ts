@@ -1,7 +1,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { melFilters, WHISPER_MEL } from '../../src/audio/mel.js';
-import { toHalf } from '../../src/backends/onnx/float16.js';
+import { toHalf } from '../../src/runtimes/onnx/float16.js';
 import { seededRandom } from '../../test/fixtures/gguf/format.js';
 import { WHISPER_VOCAB_SIZE, type WhisperShape } from '../../test/fixtures/onnx/whisper.js';
 

@@ -1,7 +1,7 @@
 import { LogMel } from '../../src/audio/mel.js';
-import { SileroVad } from '../../src/backends/onnx/silero-vad.js';
-import { OnnxWhisper } from '../../src/backends/onnx/whisper.js';
-import type { EncodedWindow, WhisperDecoder } from '../../src/core/tasks/transcribe/whisper.js';
+import { SileroVad } from '../../src/families/silero-vad/silero-vad.js';
+import { OnnxWhisper } from '../../src/families/whisper/model.js';
+import type { EncodedWindow, WhisperDecoder } from '../../src/families/whisper/decode.js';
 
 /**
  * Times the pieces of lserve's Whisper path from outside, by wrapping the

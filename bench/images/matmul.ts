@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { OnnxSession } from '../../src/backends/onnx/session.js';
+import { OnnxSession } from '../../src/runtimes/onnx/session.js';
 import { DataType } from '../../test/fixtures/onnx/build.js';
 import { Graph } from '../../test/fixtures/onnx/sd-turbo/graph.js';
 

@@ -1,5 +1,5 @@
 import { LlamaChatSession, type LlamaEmbeddingContext, type LlamaModel } from 'node-llama-cpp';
-import { getRuntime } from '../../src/backends/llama/runtime.js';
+import { getRuntime } from '../../src/runtimes/llama/runtime.js';
 import type { StreamTiming } from './stream.js';
 
 /**

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { getRuntime } from '../../src/backends/llama/runtime.js';
+import { getRuntime } from '../../src/runtimes/llama/runtime.js';
 import type { WorkerResult } from './embed-worker.js';
 
 /**

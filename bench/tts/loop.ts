@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
 import type * as Ort from 'onnxruntime-node';
-import { STREAMING_BLOCKS } from '../../src/backends/onnx/qwen3-tts/codec.js';
-import type { Qwen3TtsRuntime } from '../../src/backends/onnx/qwen3-tts/index.js';
-import { ortSessionOptions } from '../../src/backends/onnx/session.js';
+import { STREAMING_BLOCKS } from '../../src/families/qwen3-tts/codec.js';
+import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import { ortSessionOptions } from '../../src/runtimes/onnx/session.js';
 import { QWEN3_TTS_0_6B, talkerPastName } from '../../test/fixtures/onnx/qwen3-tts.js';
 import type { BenchModel } from './model.js';
 

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type * as Ort from 'onnxruntime-node';
-import { ortSessionOptions } from '../../src/backends/onnx/session.js';
+import { ortSessionOptions } from '../../src/runtimes/onnx/session.js';
 import { onnx, valueInfo } from '../../test/fixtures/onnx/build.js';
 import { Graph } from '../../test/fixtures/onnx/qwen3-tts/graph.js';
 import { VARIANTS, type Variant } from './model.js';

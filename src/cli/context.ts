@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { ContextSizes } from '../core/backend.js';
+import type { ContextSizes } from '../core/loader.js';
 import { Engine, type EngineOptions } from '../core/engine.js';
 import { parseDuration, parseSize } from '../core/units.js';
 import { CliError, EXIT_USAGE } from './errors.js';

@@ -4,8 +4,8 @@ import { Catalog, DEFAULT_CATALOG_PATH, isBundled, type ModelKind } from './cata
 import { InvalidRequestError, ModelNotFoundError, ServerError } from './errors.js';
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
-import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable } from './backend.js';
-import { defaultLoaders } from './loaders.js';
+import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable } from './loader.js';
+import { defaultLoaders } from '../compose.js';
 
 /**
  * The one engine instance that `serve` and every CLI command create and pass

@@ -1,4 +1,4 @@
-import type { LoadedModel, Loader, LoadOptions } from './backend.js';
+import type { LoadedModel, Loader, LoadOptions } from './loader.js';
 import { describeLoadFailure } from './load-failure.js';
 import type { InstalledModel } from './store.js';
 

@@ -1,4 +1,4 @@
-import type { RgbaImage } from '../../../image/rgba.js';
+import type { RgbaImage } from './rgba.js';
 
 /**
  * Inpainting masks. A mask is a float per pixel, 1 = repaint, 0 = keep.

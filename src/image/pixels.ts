@@ -1,4 +1,4 @@
-import type { RgbaImage } from '../../../image/rgba.js';
+import type { RgbaImage } from './rgba.js';
 
 /**
  * Between the VAE's planar float pixels ([3, H, W], about -1 … 1) and 8-bit

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
-import type { LlamaChatModel } from '../../src/backends/llama/chat.js';
+import type { LlamaChatModel } from '../../src/families/llama/chat.js';
 
 /**
  * Concurrent generations share decodes: with 4 streams on 4 sequences every

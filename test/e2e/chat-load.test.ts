@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
-import type { LlamaChatModel } from '../../src/backends/llama/chat.js';
+import type { LlamaChatModel } from '../../src/families/llama/chat.js';
 
 /** Serving under load: parallel sequences, the queue, 503 beyond it, disconnects freeing slots, bad input. */
 

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
-import type { LlamaChatModel } from '../../src/backends/llama/chat.js';
-import { sequenceContextSize } from '../../src/backends/llama/chat.js';
+import type { LlamaChatModel } from '../../src/families/llama/chat.js';
+import { sequenceContextSize } from '../../src/families/llama/chat.js';
 
 /**
  * Many sequences in one context (`lserve serve --parallel 8|16`): every

@@ -220,7 +220,7 @@ describe('POST /v1/chat/completions through the openai client', () => {
 
 /** Tokens of `text` under the model's own tokenizer (vocabulary-only load: fast). */
 async function countTokens(text: string): Promise<number> {
-  const { getRuntime } = await import('../../src/backends/llama/runtime.js');
+  const { getRuntime } = await import('../../src/runtimes/llama/runtime.js');
   const llama = await getRuntime();
   const model = await llama.loadModel({ modelPath: tinyQwen3File(), vocabOnly: true });
   try {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import WebSocket from 'ws';
 import { MAX_FRAME_BYTES } from '../../src/http/routes/transcription-stream.js';
-import { streamingLoader } from '../../src/backends/sherpa/streaming.js';
+import { streamingLoader } from '../../src/families/sherpa-streaming/streaming.js';
 import { seededRandom } from '../fixtures/gguf/format.js';
 import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
 import { tinyZipformerModel } from '../fixtures/onnx/zipformer.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planContext, requestedContext, type PlanInput } from '../../src/backends/llama/context-plan.js';
+import { planContext, requestedContext, type PlanInput } from '../../src/runtimes/llama/context-plan.js';
 import { parseContextSizes } from '../../src/cli/context.js';
 import { InsufficientMemoryError } from '../../src/core/errors.js';
 import type { InstalledModel } from '../../src/core/store.js';

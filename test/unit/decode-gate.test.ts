@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LockStepGate } from '../../src/backends/llama/decode-gate.js';
-import { pickSlot } from '../../src/backends/llama/chat.js';
+import { LockStepGate } from '../../src/runtimes/llama/decode-gate.js';
+import { pickSlot } from '../../src/families/llama/chat.js';
 
 /**
  * The lock-step gate in front of node-llama-cpp's decode queue, driven by a

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { floatsToHalves, fromHalf, halvesToFloats, toHalf } from '../../src/backends/onnx/float16.js';
+import { floatsToHalves, fromHalf, halvesToFloats, toHalf } from '../../src/runtimes/onnx/float16.js';
 
 describe('float16', () => {
   it('encodes known values exactly', () => {

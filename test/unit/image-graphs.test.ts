@@ -3,8 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { convertToFp32 } from '../../src/backends/onnx/diffusion/fp32.js';
-import { readSafetensors, taesdDecoderGraph } from '../../src/backends/onnx/diffusion/taesd.js';
+import { convertToFp32 } from '../../src/runtimes/onnx/fp32.js';
+import { readSafetensors, taesdDecoderGraph } from '../../src/families/stable-diffusion/taesd.js';
 import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
 import { safetensors, syntheticTaesdModel } from '../fixtures/onnx/sd-turbo/taesd.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { alphaMask, composite, featherMask, latentMask, repaintMask } from '../../src/core/tasks/image/mask.js';
-import { gaussianNoise, seedOf } from '../../src/core/tasks/image/noise.js';
+import { alphaMask, composite, featherMask, latentMask, repaintMask } from '../../src/image/mask.js';
+import { gaussianNoise, seedOf } from '../../src/families/stable-diffusion/noise.js';
 import type { RgbaImage } from '../../src/image/rgba.js';
 
 function rgba(width: number, height: number, pixel: (x: number, y: number) => [number, number, number, number], hasAlpha = true): RgbaImage {

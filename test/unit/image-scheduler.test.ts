@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_STEPS } from '../../src/core/tasks/image/options.js';
-import { DEFAULT_SCHEDULER, eulerStep, maxScheduledSteps, parseSchedulerConfig, partialSchedule, scaleInput, schedule } from '../../src/core/tasks/image/scheduler.js';
+import { DEFAULT_SCHEDULER, eulerStep, maxScheduledSteps, parseSchedulerConfig, partialSchedule, scaleInput, schedule } from '../../src/families/stable-diffusion/scheduler.js';
 import { SD_TURBO_SCHEDULER } from '../fixtures/onnx/sd-turbo/index.js';
 
 /** The Euler sampler's numbers against diffusers' EulerDiscreteScheduler for SD-Turbo's config. */

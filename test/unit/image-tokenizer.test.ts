@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CLIP_CONTEXT, ClipTokenizer } from '../../src/backends/onnx/diffusion/clip-tokenizer.js';
+import { CLIP_CONTEXT, ClipTokenizer } from '../../src/families/stable-diffusion/clip-tokenizer.js';
 import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
 
 /** The CLIP tokenizer built from the export's vocab.json + merges.txt (the fixture's CLIP-layout vocabulary). */

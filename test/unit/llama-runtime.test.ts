@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { THREADPOOL_BUILD_MARKER, hasThreadpoolBuild, llamaBuildChoice, nodeLlamaCppDir } from '../../src/backends/llama/runtime.js';
+import { THREADPOOL_BUILD_MARKER, hasThreadpoolBuild, llamaBuildChoice, nodeLlamaCppDir } from '../../src/runtimes/llama/runtime.js';
 
 /** Which llama.cpp binary lserve loads: LSERVE_LLAMA_BUILD, else the threadpool build while it is node-llama-cpp's last build. */
 

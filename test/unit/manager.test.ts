@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ModelManager, type ManagerOptions } from '../../src/core/manager.js';
-import type { Loader, LoadedModel } from '../../src/core/backend.js';
+import type { Loader, LoadedModel } from '../../src/core/loader.js';
 import type { InstalledModel } from '../../src/core/store.js';
 import { InsufficientMemoryError, ModelLoadError } from '../../src/core/errors.js';
 

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OnnxSession } from '../../src/backends/onnx/session.js';
+import { OnnxSession } from '../../src/runtimes/onnx/session.js';
 import { DataType, intAttr, model, node, valueInfo } from '../fixtures/onnx/build.js';
 
 /**

@@ -1,17 +1,17 @@
 import path from 'node:path';
 import { statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/backends/onnx/qwen3-tts/index.js';
-import { STREAMING_BLOCKS, StreamingBlocks, nextBlockSize } from '../../src/backends/onnx/qwen3-tts/codec.js';
-import { parseTtsConfig } from '../../src/backends/onnx/qwen3-tts/config.js';
-import { buildPrompt } from '../../src/backends/onnx/qwen3-tts/prompt.js';
-import { FirstCodeSampler, Rng, Sampler } from '../../src/backends/onnx/qwen3-tts/sampling.js';
-import { pairCache } from '../../src/backends/onnx/qwen3-tts/talker.js';
-import { loadTtsTokenizer } from '../../src/backends/onnx/qwen3-tts/tokenizer.js';
-import { OnnxSession, type Feed } from '../../src/backends/onnx/session.js';
+import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import { STREAMING_BLOCKS, StreamingBlocks, nextBlockSize } from '../../src/families/qwen3-tts/codec.js';
+import { parseTtsConfig } from '../../src/families/qwen3-tts/config.js';
+import { buildPrompt } from '../../src/families/qwen3-tts/prompt.js';
+import { FirstCodeSampler, Rng, Sampler } from '../../src/families/qwen3-tts/sampling.js';
+import { pairCache } from '../../src/families/qwen3-tts/talker.js';
+import { loadTtsTokenizer } from '../../src/families/qwen3-tts/tokenizer.js';
+import { OnnxSession, type Feed } from '../../src/runtimes/onnx/session.js';
 import { InvalidRequestError } from '../../src/core/errors.js';
 import type { InstalledModel } from '../../src/core/store.js';
-import type { SynthesisRequest } from '../../src/core/tasks/speak/runtime.js';
+import type { SynthesisRequest } from '../../src/core/tasks/speak/synthesizer.js';
 import {
   CODEC_VOCAB,
   FRAMES_PER_TEXT_TOKEN,

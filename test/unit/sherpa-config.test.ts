@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ENDPOINT_RULES, recognizerConfig } from '../../src/backends/sherpa/streaming.js';
+import { ENDPOINT_RULES, recognizerConfig } from '../../src/families/sherpa-streaming/streaming.js';
 import { Catalog, DEFAULT_CATALOG_PATH } from '../../src/core/catalog.js';
 import { ModelLoadError } from '../../src/core/errors.js';
 import type { InstalledModel } from '../../src/core/store.js';

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTtsLoader, speechInfo, ttsConfig, type SherpaTtsLoader } from '../../src/backends/sherpa/tts.js';
-import type { LoadOptions } from '../../src/core/backend.js';
+import { createTtsLoader, speechInfo, ttsConfig, type SherpaTtsLoader } from '../../src/families/sherpa-voices/tts.js';
+import type { LoadOptions } from '../../src/core/loader.js';
 import { Catalog, DEFAULT_CATALOG_PATH } from '../../src/core/catalog.js';
 import { ModelLoadError, ServerError } from '../../src/core/errors.js';
-import { defaultLoaders } from '../../src/core/loaders.js';
+import { defaultLoaders } from '../../src/compose.js';
 import { ModelStore, type InstalledModel } from '../../src/core/store.js';
-import type { SpeechRuntime, SynthesisRequest } from '../../src/core/tasks/speak/runtime.js';
+import type { SpeechRuntime, SynthesisRequest } from '../../src/core/tasks/speak/synthesizer.js';
 import { syntheticPiperVoice, writePiperVoice } from '../fixtures/onnx/piper.js';
 
 /**

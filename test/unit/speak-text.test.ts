@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { splitSentences } from '../../src/core/tasks/speak/sentences.js';
 import { canonicalLanguage, canonicalSpeaker } from '../../src/core/tasks/speak/voices.js';
-import type { SpeechModelInfo } from '../../src/core/tasks/speak/runtime.js';
+import type { SpeechModelInfo } from '../../src/core/tasks/speak/synthesizer.js';
 
 describe('splitSentences', () => {
   it('cuts at sentence ends and keeps every character of the text', () => {

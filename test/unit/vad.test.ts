@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EndpointDetector, speechSegments, splitForWindows, type SpeechSegment, type VadEvent } from '../../src/audio/vad.js';
-import { OnnxSession } from '../../src/backends/onnx/session.js';
-import { SileroVad, VAD_SAMPLE_RATE, VAD_WINDOW, sileroVadPath } from '../../src/backends/onnx/silero-vad.js';
+import { OnnxSession } from '../../src/runtimes/onnx/session.js';
+import { SileroVad, VAD_SAMPLE_RATE, VAD_WINDOW, sileroVadPath } from '../../src/families/silero-vad/silero-vad.js';
 
 /**
  * Voice activity detection on the real Silero VAD weights (bundled in npm)

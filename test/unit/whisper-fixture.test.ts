@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OnnxSession, type Feed, type Tensor } from '../../src/backends/onnx/session.js';
+import { OnnxSession, type Feed, type Tensor } from '../../src/runtimes/onnx/session.js';
 import {
   TINY_WHISPER,
   WHISPER_FILES,

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OnnxSession, type Feed, type Tensor } from '../../src/backends/onnx/session.js';
-import { attentionLayers } from '../../src/backends/onnx/whisper.js';
-import { alignPositions, dynamicTimeWarping, medianFilter, mergePunctuation, splitWords, windowWords } from '../../src/core/tasks/transcribe/word-times.js';
+import { OnnxSession, type Feed, type Tensor } from '../../src/runtimes/onnx/session.js';
+import { attentionLayers } from '../../src/families/whisper/model.js';
+import { alignPositions, dynamicTimeWarping, medianFilter, mergePunctuation, splitWords, windowWords } from '../../src/families/whisper/word-times.js';
 import { TINY_WHISPER, WHISPER_FILES, WHISPER_TOKENS, tinyWhisperTimestampedModel, whisperDecoderOutputNames } from '../fixtures/onnx/whisper.js';
 
 /**

@@ -6,7 +6,7 @@ import { MODEL_KINDS, isBundled, type ModelKind } from '../../core/catalog.js';
 import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
 import type { Engine } from '../../core/engine.js';
 import { StoreError } from '../../core/errors.js';
-import { prepareImageModel } from '../../core/tasks/image/prepare.js';
+import { prepareImageModel } from '../../families/stable-diffusion/prepare.js';
 import { formatBytes } from '../../core/units.js';
 import { createEngine, globalOptions, positiveInt } from '../context.js';
 import { CliError, EXIT_USAGE } from '../errors.js';

@@ -1,5 +1,5 @@
 import type { Engine } from '../engine.js';
-import type { LoadedModel } from '../backend.js';
+import type { LoadedModel } from '../loader.js';
 
 /**
  * The chat task: one neutral request type that the OpenAI and Anthropic

@@ -1,17 +1,17 @@
 import { randomInt } from 'node:crypto';
-import { isLatentDecoderModel } from '../../backends/onnx/diffusion/roles.js';
-import { DiffusionPipeline, LatentDecoder, type TextStates } from '../../backends/onnx/diffusion/pipeline.js';
+import { isLatentDecoderModel } from '../../families/stable-diffusion/roles.js';
+import { DiffusionPipeline, LatentDecoder, type TextStates } from '../../families/stable-diffusion/pipeline.js';
 import { decodeRgba, encodeRgb, resizeRgba, type OutputFormat, type RgbaImage } from '../../image/rgba.js';
 import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
 import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
 import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
-import { alphaMask, composite, featherMask, latentMask, repaintMask } from './image/mask.js';
-import { gaussianNoise, seedOf } from './image/noise.js';
+import { alphaMask, composite, featherMask, latentMask, repaintMask } from '../../image/mask.js';
+import { gaussianNoise, seedOf } from '../../families/stable-diffusion/noise.js';
 import { fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseSize, type ImageModelSettings } from './image/options.js';
-import { planarToRgb, rgbaToPlanar, rgbaToRgb } from './image/pixels.js';
-import { checkSteps, eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from './image/scheduler.js';
+import { planarToRgb, rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
+import { checkSteps, eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from '../../families/stable-diffusion/scheduler.js';
 
 /**
  * Image generation as a task: text to image, image to image (`init` with a

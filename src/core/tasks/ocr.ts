@@ -1,13 +1,13 @@
-import type { OcrModel } from '../../backends/onnx/ocr.js';
+import type { OcrModel } from '../../families/ppocr/model.js';
 import { decodeImage, DEFAULT_MAX_PIXELS } from '../../image/decode.js';
 import type { Point, RgbImage } from '../../image/types.js';
 import type { Engine } from '../engine.js';
-import { classifyOrientation } from './ocr/classify.js';
-import { detect } from './ocr/detect.js';
-import { lineCrop } from './ocr/lines.js';
-import { ocrOptions, type OcrOptions } from './ocr/options.js';
-import { readingRows } from './ocr/order.js';
-import { recognize } from './ocr/recognize.js';
+import { classifyOrientation } from '../../families/ppocr/classify.js';
+import { detect } from '../../families/ppocr/detect.js';
+import { lineCrop } from '../../families/ppocr/lines.js';
+import { ocrOptions, type OcrOptions } from '../../families/ppocr/options.js';
+import { readingRows } from '../../families/ppocr/order.js';
+import { recognize } from '../../families/ppocr/recognize.js';
 
 /**
  * OCR as a task: image bytes in, text lines with confidences and boxes out.

@@ -1,4 +1,4 @@
-import type { LoadedModel } from '../backend.js';
+import type { LoadedModel } from '../loader.js';
 import { InvalidRequestError } from '../errors.js';
 import type { InstalledModel } from '../store.js';
 

@@ -6,7 +6,7 @@ import type { Lease } from '../manager.js';
 import { InvalidRequestError, ModelNotFoundError, OverloadedError, PayloadTooLargeError } from '../errors.js';
 import { canonicalLanguage, canonicalSpeaker } from './speak/voices.js';
 import { splitSentences } from './speak/sentences.js';
-import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/runtime.js';
+import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/synthesizer.js';
 
 /**
  * Text to speech as a task. `prepareSpeech` resolves and loads the model and
@@ -17,7 +17,7 @@ import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/r
  * (POST /v1/audio/speech, its stream jobs) and `lserve speak` both use it.
  */
 
-export type { SpeechModelInfo } from './speak/runtime.js';
+export type { SpeechModelInfo } from './speak/synthesizer.js';
 
 /** Longest input accepted, in characters (OpenAI's limit). */
 export const MAX_INPUT_CHARS = 4096;

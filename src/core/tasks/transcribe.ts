@@ -2,8 +2,8 @@ import { decodeAudio } from '../../audio/decode.js';
 import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
 import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
-import { transcribeSamples, type LongformOptions, type Transcription } from './transcribe/longform.js';
-import type { WhisperRuntime } from './transcribe/whisper.js';
+import { transcribeSamples, type LongformOptions, type Transcription } from '../../families/whisper/longform.js';
+import type { WhisperRuntime } from '../../families/whisper/decode.js';
 import { speechSegments, splitForWindows } from '../../audio/vad.js';
 
 /**
@@ -13,7 +13,7 @@ import { speechSegments, splitForWindows } from '../../audio/vad.js';
  * `transcribe()`; neither knows the pipeline.
  */
 
-export type { Transcription } from './transcribe/longform.js';
+export type { Transcription } from '../../families/whisper/longform.js';
 
 /** Longest audio accepted, in seconds (decoded samples are held in memory: 1 h ≈ 230 MB). */
 export const MAX_AUDIO_SECONDS = 60 * 60;

@@ -13,17 +13,17 @@ import {
   type LlamaModel,
   type LLamaChatGenerateResponseOptions,
 } from 'node-llama-cpp';
-import type { Loader, LoadOptions } from '../../core/backend.js';
+import type { Loader, LoadOptions } from '../../core/loader.js';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
-import { getRuntime, loadGguf, runtimeBuild, threadsFor, vocabularySize } from './runtime.js';
-import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from './context-plan.js';
+import { getRuntime, loadGguf, runtimeBuild, threadsFor, vocabularySize } from '../../runtimes/llama/runtime.js';
+import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from '../../runtimes/llama/context-plan.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
 import { PushQueue } from './chat-stream.js';
 import { ChatWrappers } from './chat-wrapper.js';
-import { installDecodeGate, type DecodeGate } from './decode-gate.js';
+import { installDecodeGate, type DecodeGate } from '../../runtimes/llama/decode-gate.js';
 
 /**
  * The llama.cpp chat backend: one model, one context with `parallel`

@@ -1,8 +1,8 @@
 import type { LlamaEmbeddingContext, Token } from 'node-llama-cpp';
-import type { Loader } from '../../core/backend.js';
+import type { Loader } from '../../core/loader.js';
 import type { EmbeddingModel } from '../../core/tasks/embed.js';
-import { loadContextPool, type ContextPool } from './parallel.js';
-import { vocabularySize } from './runtime.js';
+import { loadContextPool, type ContextPool } from '../../runtimes/llama/parallel.js';
+import { vocabularySize } from '../../runtimes/llama/runtime.js';
 
 /**
  * Embedding models through node-llama-cpp: a pool of embedding contexts on

@@ -1,7 +1,7 @@
 import type { LlamaRankingContext, Token } from 'node-llama-cpp';
-import type { Loader } from '../../core/backend.js';
+import type { Loader } from '../../core/loader.js';
 import type { RankingModel } from '../../core/tasks/rerank.js';
-import { loadContextPool, type ContextPool } from './parallel.js';
+import { loadContextPool, type ContextPool } from '../../runtimes/llama/parallel.js';
 
 /**
  * Cross-encoder rerankers through node-llama-cpp's ranking context: llama.cpp

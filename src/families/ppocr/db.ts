@@ -1,4 +1,4 @@
-import type { Point, Quad } from '../../../image/types.js';
+import type { Point, Quad } from '../../image/types.js';
 import { yielder } from './yielder.js';
 import { insideConvexQuad, minAreaRect, orderCorners, rectCorners, unclipRect } from './geometry.js';
 

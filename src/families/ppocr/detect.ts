@@ -1,6 +1,6 @@
-import type { OcrModel } from '../../../backends/onnx/ocr.js';
-import { resizeRgb } from '../../../image/decode.js';
-import type { Quad, RgbImage } from '../../../image/types.js';
+import type { OcrModel } from './model.js';
+import { resizeRgb } from '../../image/decode.js';
+import type { Quad, RgbImage } from '../../image/types.js';
 import { dbPostprocess } from './db.js';
 import { DET_MEAN, DET_STD, type OcrOptions } from './options.js';
 

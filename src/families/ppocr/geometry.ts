@@ -1,4 +1,4 @@
-import type { Point, Quad } from '../../../image/types.js';
+import type { Point, Quad } from '../../image/types.js';
 
 /**
  * Plane geometry for text detection, written out because there is no OpenCV

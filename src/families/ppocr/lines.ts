@@ -1,5 +1,5 @@
-import type { Point, Quad, RgbImage } from '../../../image/types.js';
-import { warpQuad } from '../../../image/warp.js';
+import type { Point, Quad, RgbImage } from '../../image/types.js';
+import { warpQuad } from '../../image/warp.js';
 import { quadSize } from './geometry.js';
 import { yielder } from './yielder.js';
 

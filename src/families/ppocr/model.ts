@@ -1,8 +1,8 @@
 import { readFile, stat } from 'node:fs/promises';
-import type { LoadedModel, Loader, LoadOptions } from '../../core/backend.js';
+import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
 import type { InstalledModel } from '../../core/store.js';
 import { ServerError } from '../../core/errors.js';
-import { OnnxSession } from './session.js';
+import { OnnxSession } from '../../runtimes/onnx/session.js';
 
 /**
  * The PP-OCR family on ONNX Runtime: a text detector (DB), an optional 0°/180°

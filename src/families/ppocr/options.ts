@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ServerError } from '../../errors.js';
+import { ServerError } from '../../core/errors.js';
 
 /**
  * Pipeline settings, read from a catalog entry's `defaults` so each model

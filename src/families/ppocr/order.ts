@@ -1,4 +1,4 @@
-import type { Quad } from '../../../image/types.js';
+import type { Quad } from '../../image/types.js';
 
 /**
  * Reading order: lines grouped into rows (boxes whose vertical centres are

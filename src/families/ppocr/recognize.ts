@@ -1,5 +1,5 @@
-import type { OcrModel } from '../../../backends/onnx/ocr.js';
-import type { RgbImage } from '../../../image/types.js';
+import type { OcrModel } from './model.js';
+import type { RgbImage } from '../../image/types.js';
 import { ctcGreedyDecode, type Decoded } from './ctc.js';
 import { packLines, type LineCrop } from './lines.js';
 import type { OcrOptions } from './options.js';

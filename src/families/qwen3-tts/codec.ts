@@ -1,4 +1,4 @@
-import type { OnnxSession } from '../session.js';
+import type { OnnxSession } from '../../runtimes/onnx/session.js';
 
 /**
  * Codes → audio with the 12 Hz tokenizer's decoder (tok_decoder), block by

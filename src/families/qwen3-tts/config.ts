@@ -1,4 +1,4 @@
-import type { VoiceMode } from '../../../core/tasks/speak/runtime.js';
+import type { VoiceMode } from '../../core/tasks/speak/synthesizer.js';
 
 /**
  * What the runtime reads from a Qwen3-TTS model's config.json and

@@ -1,5 +1,5 @@
 import ort from 'onnxruntime-node';
-import { ortSessionOptions } from '../session.js';
+import { ortSessionOptions } from '../../runtimes/onnx/session.js';
 import type { TtsConfig } from './config.js';
 import { buildPrompt, PromptError, type PromptPlan } from './prompt.js';
 import { FirstCodeSampler, Rng, Sampler } from './sampling.js';

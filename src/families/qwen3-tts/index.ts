@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Loader, LoadOptions } from '../../../core/backend.js';
-import { ModelLoadError } from '../../../core/errors.js';
-import type { InstalledModel } from '../../../core/store.js';
-import { OnnxSession } from '../session.js';
+import type { Loader, LoadOptions } from '../../core/loader.js';
+import { ModelLoadError } from '../../core/errors.js';
+import type { InstalledModel } from '../../core/store.js';
+import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from './config.js';
 import type { GraphPaths } from './generator.js';
 import { Qwen3TtsRuntime } from './runtime.js';

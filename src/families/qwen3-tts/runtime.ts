@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
-import { InvalidRequestError, ServerError } from '../../../core/errors.js';
-import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../../core/tasks/speak/runtime.js';
-import type { OnnxSession } from '../session.js';
+import { InvalidRequestError, ServerError } from '../../core/errors.js';
+import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
+import type { OnnxSession } from '../../runtimes/onnx/session.js';
 import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks, type BlockPolicy } from './codec.js';
 import type { TtsConfig } from './config.js';
 import type { GenerateRequest, ReferenceCodes } from './generator.js';

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { guarded } from '../../../core/guard.js';
+import { guarded } from '../../core/guard.js';
 import type { GenerateRequest, GeneratorInit, ReferenceCodes, StopReason } from './generator.js';
 
 /**

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
-import type { LoadedModel, Loader, LoadOptions } from '../../core/backend.js';
+import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError, ServerError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
-import type { SherpaRecognizerConfig } from './protocol.js';
-import { DEFAULT_MAX_STREAMS, SAMPLE_RATE, SherpaSupervisor, type RecognizerStream, type SupervisorOptions } from './supervisor.js';
+import type { SherpaRecognizerConfig } from '../../runtimes/sherpa/protocol.js';
+import { DEFAULT_MAX_STREAMS, SAMPLE_RATE, SherpaSupervisor, type RecognizerStream, type SupervisorOptions } from '../../runtimes/sherpa/supervisor.js';
 
-export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from './supervisor.js';
-export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from './supervisor.js';
+export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from '../../runtimes/sherpa/supervisor.js';
+export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from '../../runtimes/sherpa/supervisor.js';
 
 /**
  * Streaming speech recognition (kind `asr-stream`, backend `onnx`) on

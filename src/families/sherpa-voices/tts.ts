@@ -1,13 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
-import type { Loader, LoadOptions } from '../../core/backend.js';
+import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError, ServerError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
-import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/runtime.js';
-import { SherpaProcess, type ChildHandle, type ChildJob } from './process.js';
-import type { SherpaTtsConfig, SherpaTtsInfo, SynthesizerChildMessage, SynthesizerParentMessage } from './protocol.js';
-import { SYNTHESIZER_CHILD_SOURCE } from './synthesizer-child.js';
+import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
+import { SherpaProcess, type ChildHandle, type ChildJob } from '../../runtimes/sherpa/process.js';
+import type { SherpaTtsConfig, SherpaTtsInfo, SynthesizerChildMessage, SynthesizerParentMessage } from '../../runtimes/sherpa/protocol.js';
+import { SYNTHESIZER_CHILD_SOURCE } from '../../runtimes/sherpa/synthesizer-child.js';
 
 /**
  * Fast local speech synthesis (kind `tts`, backend `sherpa`): Piper voices

@@ -1,6 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import { ortSessionOptions } from './session.js';
+import { ortSessionOptions } from '../../runtimes/onnx/session.js';
 import { VAD_CONTEXT, VAD_SAMPLE_RATE, VAD_STATE_DIMS, VAD_WINDOW } from './silero-vad.js';
 
 /**

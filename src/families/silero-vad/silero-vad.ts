@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
-import { startModuleWorker } from './module-worker.js';
+import { startModuleWorker } from '../../runtimes/onnx/module-worker.js';
 
 /**
  * Silero VAD (v6.2, MIT, by the Silero team) on onnxruntime-node: speech

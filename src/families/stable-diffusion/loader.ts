@@ -3,13 +3,13 @@ import { statSync } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { LoadedModel, Loader, LoadOptions } from '../../../core/backend.js';
-import { ServerError } from '../../../core/errors.js';
-import type { InstalledModel } from '../../../core/store.js';
-import { OnnxSession } from '../session.js';
+import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
+import { ServerError } from '../../core/errors.js';
+import type { InstalledModel } from '../../core/store.js';
+import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { ClipTokenizer } from './clip-tokenizer.js';
 import { DiffusionPipeline, LatentDecoder } from './pipeline.js';
-import { JobQueue } from './queue.js';
+import { JobQueue } from '../../core/tasks/image/queue.js';
 import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER_ROLE } from './roles.js';
 
 /**

@@ -1,7 +1,7 @@
-import type { LoadedModel } from '../../../core/backend.js';
-import type { OnnxSession, Tensor } from '../session.js';
+import type { LoadedModel } from '../../core/loader.js';
+import type { OnnxSession, Tensor } from '../../runtimes/onnx/session.js';
 import type { ClipTokenizer } from './clip-tokenizer.js';
-import type { JobQueue } from './queue.js';
+import type { JobQueue } from '../../core/tasks/image/queue.js';
 import { asFloats, floatTensor, floatTypeOf, timestepTensor, type FloatType } from './tensors.js';
 
 /**

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { GRAPH_ROLES } from '../../../backends/onnx/diffusion/roles.js';
-import { MANIFEST, type Manifest, type InstalledModel, type ModelStore } from '../../store.js';
+import { GRAPH_ROLES } from './roles.js';
+import { MANIFEST, type Manifest, type InstalledModel, type ModelStore } from '../../core/store.js';
 
 /**
  * Work done once when an image model is installed (`lserve pull`): its fp16
@@ -27,7 +27,7 @@ export async function prepareImageModel(store: ModelStore, installed: InstalledM
   if (!needsPreparation(installed)) return installed;
   say(`Converting ${installed.id}'s fp16 graphs to fp32 once (on CPU, ONNX Runtime runs them faster and in less memory; they take twice the disk):`);
   // The converter (protobuf) loads only when there is something to convert.
-  const { convertToFp32 } = await import('../../../backends/onnx/diffusion/fp32.js');
+  const { convertToFp32 } = await import('../../runtimes/onnx/fp32.js');
   const dir = store.modelDir(installed.id);
   const manifestPath = path.join(dir, MANIFEST);
   const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as Manifest;

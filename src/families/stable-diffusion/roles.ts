@@ -1,4 +1,4 @@
-import type { InstalledModel } from '../../../core/store.js';
+import type { InstalledModel } from '../../core/store.js';
 
 /**
  * File roles of image models (the keys of their catalog entries' `files`),

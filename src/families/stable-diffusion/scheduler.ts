@@ -1,5 +1,5 @@
-import { InvalidRequestError } from '../../errors.js';
-import { MAX_STEPS } from './options.js';
+import { InvalidRequestError } from '../../core/errors.js';
+import { MAX_STEPS } from '../../core/tasks/image/options.js';
 
 /**
  * The Euler sampler over a diffusers discrete noise schedule

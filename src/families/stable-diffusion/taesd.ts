@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
-import { halvesToFloats } from '../float16.js';
+import { halvesToFloats } from '../../runtimes/onnx/float16.js';
 
 /**
  * TAESD's decoder (madebyollin/taesd, MIT) as an ONNX graph, built from its

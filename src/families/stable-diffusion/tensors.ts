@@ -1,5 +1,5 @@
-import type { OnnxSession, Tensor, TensorType } from '../session.js';
-import { floatsToHalves, halvesToFloats } from '../float16.js';
+import type { OnnxSession, Tensor, TensorType } from '../../runtimes/onnx/session.js';
+import { floatsToHalves, halvesToFloats } from '../../runtimes/onnx/float16.js';
 
 /**
  * Feeding and reading graphs whose float tensors are float32 in one export

@@ -1,5 +1,5 @@
-import type { LogMel } from '../../../audio/mel.js';
-import type { LoadedModel } from '../../backend.js';
+import type { LogMel } from '../../audio/mel.js';
+import type { LoadedModel } from '../../core/loader.js';
 import type { AttentionRows } from './word-times.js';
 
 /**

@@ -1,6 +1,6 @@
-import { InvalidRequestError } from '../../errors.js';
+import { InvalidRequestError } from '../../core/errors.js';
 import { compressionRatio, splitWindow, type Segment } from './segments.js';
-import { decodeWindow, detectLanguage, type DecodeResult, type WhisperRuntime } from './whisper.js';
+import { decodeWindow, detectLanguage, type DecodeResult, type WhisperRuntime } from './decode.js';
 import { windowWords, type Word } from './word-times.js';
 
 /**

@@ -1,12 +1,12 @@
 import { readFile, stat } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { LogMel, WHISPER_MEL } from '../../audio/mel.js';
-import type { Loader, LoadOptions } from '../../core/backend.js';
+import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
-import type { EncodedWindow, WhisperDecoder, WhisperRuntime, WhisperVocabulary } from '../../core/tasks/transcribe/whisper.js';
-import { OnnxSession, type Feed, type Tensor } from './session.js';
-import { SileroVad } from './silero-vad.js';
+import type { EncodedWindow, WhisperDecoder, WhisperRuntime, WhisperVocabulary } from './decode.js';
+import { OnnxSession, type Feed, type Tensor } from '../../runtimes/onnx/session.js';
+import { SileroVad } from '../silero-vad/silero-vad.js';
 
 /**
  * Whisper over the onnx-community export (transformers.js's layout):

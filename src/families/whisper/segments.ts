@@ -1,5 +1,5 @@
 import { gzipSync } from 'node:zlib';
-import type { WhisperVocabulary } from './whisper.js';
+import type { WhisperVocabulary } from './decode.js';
 
 /**
  * Turning one window's tokens into timed segments, and where the next window

@@ -1,5 +1,5 @@
 import type { LlamaModel } from 'node-llama-cpp';
-import type { LoadOptions } from '../../core/backend.js';
+import type { LoadOptions } from '../../core/loader.js';
 import { InsufficientMemoryError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import { formatBytes } from '../../core/units.js';

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { LlamaModel } from 'node-llama-cpp';
-import type { LoadOptions } from '../../core/backend.js';
+import type { LoadOptions } from '../../core/loader.js';
 import type { InstalledModel } from '../../core/store.js';
 import { contextBudget, describePlan, estimateContextBytes, planContext, requestedContext } from './context-plan.js';
 import { loadGguf, vocabularySize } from './runtime.js';

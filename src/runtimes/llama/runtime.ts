@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Llama, LlamaLogLevel as LlamaLogLevelValue, LlamaModel } from 'node-llama-cpp';
-import type { LoadOptions } from '../../core/backend.js';
+import type { LoadOptions } from '../../core/loader.js';
 
 /**
  * The one llama.cpp binding per process, shared by the chat, embedding and

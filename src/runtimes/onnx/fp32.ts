@@ -2,7 +2,7 @@ import { mkdir, open, readFile, rename, rm, writeFile, type FileHandle } from 'n
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
-import { halvesToFloats } from '../float16.js';
+import { halvesToFloats } from './float16.js';
 
 /**
  * Rewrites an fp16 ONNX graph as fp32: every float16 initializer, constant

@@ -1,4 +1,4 @@
-import { OverloadedError } from '../../../core/errors.js';
+import { OverloadedError } from '../../errors.js';
 
 /**
  * One job at a time per model, first come first served, with a bounded line:

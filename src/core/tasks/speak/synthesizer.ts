@@ -1,4 +1,4 @@
-import type { LoadedModel } from '../../backend.js';
+import type { LoadedModel } from '../../loader.js';
 
 /**
  * The contract between the speech task (src/core/tasks/speak.ts) and a

@@ -1,5 +1,5 @@
 import { InvalidRequestError } from '../../errors.js';
-import type { SpeechModelInfo } from './runtime.js';
+import type { SpeechModelInfo } from './synthesizer.js';
 
 /**
  * Speaker and language names as a request may spell them (any case; ISO

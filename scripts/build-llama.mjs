@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Builds node-llama-cpp's bundled llama.cpp for this CPU with scripts/llama/threadpool.patch applied
 // (one persistent ggml CPU threadpool per context, poll=50, as llama.cpp's own tools do).
-// Usage: node scripts/build-llama.mjs [--check]      then lserve uses the build (see src/backends/llama/runtime.ts)
+// Usage: node scripts/build-llama.mjs [--check]      then lserve uses the build (see src/runtimes/llama/runtime.ts)
 // --check: only say whether the patch applies, build nothing.
 // Idempotent: an already-patched source is built as is; refuses if the patch does not apply.
 // The addon source is restored to pristine afterwards (the built binary stays in localBuilds/).
@@ -44,7 +44,7 @@ try {
   const command = existsSync(join(pkgDir, 'llama', 'llama.cpp')) ? 'build' : 'download'; // download: offline, clones the bundled source
   // GGML_OPENMP=OFF like the prebuilt binaries: the threadpool (and its polling) is only used without OpenMP.
   const env = { NODE_LLAMA_CPP_CMAKE_OPTION_GGML_OPENMP: 'OFF', ...process.env };
-  // lserve uses this build by default while it stays node-llama-cpp's last build (src/backends/llama/runtime.ts).
+  // lserve uses this build by default while it stays node-llama-cpp's last build (src/runtimes/llama/runtime.ts).
   const marker = join(pkgDir, 'llama', 'lserve-threadpool-build.json');
   rmSync(marker, { force: true });
   execFileSync('nice', ['-n', '19', 'npx', '--no', 'node-llama-cpp', 'source', command, '--gpu', 'false', '--noUsageExample'], { stdio: 'inherit', env });

@@ -45,7 +45,7 @@ export interface ProfileOptions {
 }
 
 function sessionOptions(threads: number, spinning: boolean): InferenceSession.SessionOptions {
-  // As src/backends/onnx/session.ts creates every session (spinning there: off).
+  // As src/runtimes/onnx/session.ts creates every session (spinning there: off).
   return {
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
@@ -137,8 +137,8 @@ async function roundTrips(mode: 'empty' | 'copy' | 'transfer', count: number): P
   }
 }
 
-/** Replicas of decodeWindow's private helpers (src/core/tasks/transcribe/whisper.ts), to time them apart. */
-/** The per-token sampling as it was before `pick()` fused it (src/core/tasks/transcribe/whisper.ts), kept to show the difference. */
+/** Replicas of decodeWindow's private helpers (src/families/whisper/decode.ts), to time them apart. */
+/** The per-token sampling as it was before `pick()` fused it (src/families/whisper/decode.ts), kept to show the difference. */
 function sampleReplica(logits: Float32Array, temperature: number, random: () => number): number {
   let max = -Infinity;
   for (const v of logits) if (v > max) max = v;

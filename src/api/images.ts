@@ -78,7 +78,7 @@ export type ImageEditBody = z.infer<typeof imageEditSchema>;
  * `strength` 0–1 (how much to repaint; default 0.5). 0 returns the image
  * (through the VAE); above 0, round(steps·strength) steps run, at least one,
  * starting at the noise level the strength names (partialSchedule in
- * src/core/tasks/image/scheduler.ts), so no strength schedules more than `steps`.
+ * src/families/stable-diffusion/scheduler.ts), so no strength schedules more than `steps`.
  */
 export const imageToImageSchema = z.object({
   ...common,

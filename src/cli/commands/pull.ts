@@ -138,7 +138,7 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   const rate = seconds > 0 ? ` at ${formatBytes(result.downloadedBytes / seconds)}/s` : '';
   say(`Pulled ${model.id} (${model.entry.kind}, ${formatBytes(model.sizeBytes)}) into ${engine.store.modelDir(model.id)}`);
   if (result.downloadedBytes > 0) say(`Downloaded ${formatBytes(result.downloadedBytes)} in ${formatDuration(seconds)}${rate}`);
-  // Image models: fp16 graphs are converted to fp32 once, here (see core/tasks/image/prepare.ts).
+  // Image models: fp16 graphs are converted to fp32 once, here (see families/stable-diffusion/prepare.ts).
   await prepareImageModel(engine.store, model, say);
 }
 

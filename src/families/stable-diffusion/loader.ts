@@ -21,7 +21,7 @@ import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER
  * requests use in place of the pipeline's own VAE decoder.
  *
  * Each graph is taken from its fp32 conversion (role `<role>_fp32`, written
- * when the model was pulled, see core/tasks/image/prepare.ts) when there is
+ * when the model was pulled, see families/stable-diffusion/prepare.ts) when there is
  * one, else as shipped.
  */
 

@@ -3,7 +3,7 @@ import type { LoadedModel } from '../../core/loader.js';
 import type { AttentionRows } from './word-times.js';
 
 /**
- * What the Whisper decoding loop needs from a runtime (backends/onnx/whisper.ts
+ * What the Whisper decoding loop needs from a runtime (families/whisper/model.ts
  * implements it over the onnx-community export): features, one encoder run
  * per 30 s window, and incremental decoder steps whose KV cache stays with the
  * runtime.

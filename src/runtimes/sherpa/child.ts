@@ -4,7 +4,7 @@
  * starts the same way from dist/ (plain `tsc` output, which copies no .cjs
  * assets) and from the TypeScript sources under the test runner (where there
  * is no compiled file to fork), with no build step or loader flags — the
- * approach src/backends/onnx/session.ts takes for its worker threads.
+ * approach src/runtimes/onnx/session.ts takes for its worker threads.
  *
  * The common part below loads sherpa-onnx-node (or reports `fatal` and
  * exits), exits when the server closes the IPC channel, and hands every

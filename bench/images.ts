@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Engine } from '../src/core/engine.js';
+import { Engine } from '../src/compose.js';
 import { prepareImageModel } from '../src/families/stable-diffusion/prepare.js';
 import { SD_TURBO, TINY_SD, writeSdTurboFolder } from '../test/fixtures/onnx/sd-turbo/index.js';
 import { syntheticTaesdModel } from '../test/fixtures/onnx/sd-turbo/taesd.js';

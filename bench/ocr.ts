@@ -15,7 +15,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Engine } from '../src/core/engine.js';
+import { Engine } from '../src/compose.js';
 import { ocr } from '../src/core/tasks/ocr.js';
 import { cer } from '../test/fixtures/ocr/cer.js';
 import { pageSpecs, renderOneLine, renderPage } from '../test/fixtures/ocr/corpus.js';

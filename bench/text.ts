@@ -20,7 +20,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Engine } from '../src/core/engine.js';
+import { Engine } from '../src/compose.js';
 import { startServer } from '../src/http/server.js';
 import { directChatRunner, directEmbeddings, loadDirect, type Sampling } from './text/direct.js';
 import { llamaBenchTg, llamaBin, startLlamaServer } from './text/llamacpp.js';

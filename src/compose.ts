@@ -1,4 +1,14 @@
+import { Engine as CoreEngine, type EngineOptions } from './core/engine.js';
 import type { LoaderTable } from './core/loader.js';
+
+/**
+ * The composition root: the one module that knows the model families. It
+ * builds the loader table the engine is handed; the CLI entry (cli/context.ts),
+ * the tests and the benchmarks create their engine here. Nothing under core/
+ * imports this file.
+ */
+
+export type { EngineOptions } from './core/engine.js';
 
 /**
  * The runtimes this build ships, keyed by `${backend}:${kind}`. Backends are
@@ -16,3 +26,10 @@ export const defaultLoaders: LoaderTable = {
   'onnx:tts': () => import('./families/qwen3-tts/index.js').then((m) => m.qwen3TtsLoader),
   'sherpa:tts': () => import('./families/sherpa-voices/tts.js').then((m) => m.sherpaTtsLoader),
 };
+
+/** The engine with this build's loaders (any option, `loaders` included, may still be overridden). */
+export class Engine extends CoreEngine {
+  constructor(options: Partial<EngineOptions> = {}) {
+    super({ loaders: defaultLoaders, ...options });
+  }
+}

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Engine } from '../../src/core/engine.js';
+import { Engine } from '../../src/compose.js';
 import { transcribe } from '../../src/core/tasks/transcribe.js';
 import { startServer } from '../../src/http/server.js';
 import { CACHE, fmt, median, repeatedSpeech, sum, wavBytes, type Report } from './common.js';

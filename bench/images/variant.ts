@@ -10,7 +10,7 @@
  *
  *   npx tsx bench/images/variant.ts HOME MODEL THREADS SIZE STEPS REPS [TINY_VAE]
  */
-import { Engine } from '../../src/core/engine.js';
+import { Engine } from '../../src/compose.js';
 import { generateImages, type ImageRequest } from '../../src/core/tasks/image.js';
 
 const [home, model, threads, size, steps, reps, tiny] = process.argv.slice(2);

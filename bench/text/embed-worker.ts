@@ -151,7 +151,7 @@ export function parsePlan(line: string): { contexts: number; contextSize: number
 
 async function lserveSide(): Promise<WorkerResult> {
   // Imported here, so that the direct side loads nothing of lserve but its llama runtime (getRuntime: same binary, same thread cap).
-  const { Engine } = await import('../../src/core/engine.js');
+  const { Engine } = await import('../../src/compose.js');
   const { startServer } = await import('../../src/http/server.js');
   const threads = Number(args.threads);
   const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-embed-'));

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { ContextSizes } from '../core/loader.js';
-import { Engine, type EngineOptions } from '../core/engine.js';
+import { Engine, type EngineOptions } from '../compose.js';
 import { parseDuration, parseSize } from '../core/units.js';
 import { CliError, EXIT_USAGE } from './errors.js';
 

@@ -5,7 +5,6 @@ import { InvalidRequestError, ModelNotFoundError, ServerError } from './errors.j
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
 import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable } from './loader.js';
-import { defaultLoaders } from '../compose.js';
 
 /**
  * The one engine instance that `serve` and every CLI command create and pass
@@ -42,7 +41,8 @@ export function defaultEngineOptions(): EngineOptions {
     parallel: 4,
     maxQueue: 64,
     contextSizes: { models: {} },
-    loaders: defaultLoaders,
+    // The composition root (src/compose.ts) hands the engine this build's loaders.
+    loaders: {},
     log: () => {},
   };
 }

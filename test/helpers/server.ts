@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Engine, type EngineOptions } from '../../src/core/engine.js';
+import { Engine, type EngineOptions } from '../../src/compose.js';
 import { startServer, type RunningServer } from '../../src/http/server.js';
 import type { ServerOptions } from '../../src/http/context.js';
 

@@ -1,6 +1,6 @@
 import { render } from 'ink-testing-library';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Engine } from '../../src/core/engine.js';
+import { Engine } from '../../src/compose.js';
 import { chat } from '../../src/core/tasks/chat.js';
 import { ChatView } from '../../src/cli/views/chat-view.js';
 import { tempHome } from '../helpers/server.js';

@@ -1,6 +1,5 @@
 import type { LogMel } from '../../audio/mel.js';
 import type { LoadedModel } from '../../core/loader.js';
-import type { AttentionRows } from './word-times.js';
 
 /**
  * What the Whisper decoding loop needs from a runtime (families/whisper/model.ts
@@ -8,6 +7,14 @@ import type { AttentionRows } from './word-times.js';
  * per 30 s window, and incremental decoder steps whose KV cache stays with the
  * runtime.
  */
+
+/**
+ * Attention of a window's decoded positions: `rows[r][h]` holds alignment
+ * head h's weights over the encoder frames at the position whose logits chose
+ * decoded token r (the last prompt token for the first one), at least as many
+ * frames as the window holds.
+ */
+export type AttentionRows = ReadonlyArray<ReadonlyArray<Float32Array>>;
 
 /** Special token ids, from the model's generation_config.json and tokenizer. */
 export interface WhisperVocabulary {

@@ -1,3 +1,4 @@
+import type { AttentionRows } from './decode.js';
 import { TIME_PRECISION } from './segments.js';
 
 /**
@@ -18,13 +19,7 @@ export interface Word {
   end: number;
 }
 
-/**
- * Attention of a window's decoded positions: `rows[r][h]` holds alignment
- * head h's weights over the encoder frames at the position whose logits chose
- * decoded token r (the last prompt token for the first one), at least as many
- * frames as the window holds.
- */
-export type AttentionRows = ReadonlyArray<ReadonlyArray<Float32Array>>;
+export type { AttentionRows } from './decode.js';
 
 /** openai/whisper's default median filter width over the frames (config.json median_filter_width). */
 export const MEDIAN_FILTER_WIDTH = 7;

@@ -2,23 +2,22 @@ import { decodeAudio } from '../../audio/decode.js';
 import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
 import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
-import { transcribeSamples, type LongformOptions, type Transcription } from '../../families/whisper/longform.js';
-import type { WhisperRuntime } from '../../families/whisper/decode.js';
+import type { Transcriber, Transcription, TranscriptionOptions } from './transcribe/transcriber.js';
 import { speechSegments, splitForWindows } from '../../audio/vad.js';
 
 /**
  * Speech to text as a task: audio bytes in any supported container, decoded
- * and resampled to 16 kHz mono, transcribed by a Whisper-family model. HTTP
+ * and resampled to 16 kHz mono, transcribed by a speech recognition model (a Transcriber: families/whisper). HTTP
  * (POST /v1/audio/transcriptions) and `lserve transcribe` both call
  * `transcribe()`; neither knows the pipeline.
  */
 
-export type { Transcription } from '../../families/whisper/longform.js';
+export type { Transcriber, Transcription } from './transcribe/transcriber.js';
 
 /** Longest audio accepted, in seconds (decoded samples are held in memory: 1 h ≈ 230 MB). */
 export const MAX_AUDIO_SECONDS = 60 * 60;
 
-export interface TranscribeRequest extends Omit<LongformOptions, 'onProgress'> {
+export interface TranscribeRequest extends Omit<TranscriptionOptions, 'onProgress'> {
   /** Model id or alias; optional when exactly one speech recognition model is installed. */
   model?: string;
   audio: Uint8Array;
@@ -59,11 +58,11 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
   await engine.resolve(model, ['asr']);
   const audio = await decodeAudio(request.audio, { sampleRate: 16_000, maxDurationSec: MAX_AUDIO_SECONDS });
   signal.throwIfAborted();
-  return engine.withModel<WhisperRuntime, TranscribeResult>(
+  return engine.withModel<Transcriber, TranscribeResult>(
     model,
     ['asr'],
     async (runtime, installed) => {
-      if (request.wordTimestamps && !runtime.crossAttentions) {
+      if (request.wordTimestamps && !runtime.wordTimestamps) {
         // Word times come from the decoder's cross-attention weights (DTW over the alignment heads): an export without them cannot give any.
         throw new UnsupportedError(
           `Word timestamps need a Whisper export with cross-attention outputs (the "_timestamped" exports, e.g. \`lserve pull whisper-base-timestamped\`); '${installed.id}' has none (segment timestamps work with every model).`,
@@ -71,7 +70,7 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
         );
       }
       const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples, signal)) : undefined;
-      const result = await transcribeSamples(runtime, audio.samples, { ...request, regions }, signal);
+      const result = await runtime.transcribe(audio.samples, { ...request, regions }, signal);
       return { ...result, model: installed.id };
     },
     { keepAliveMs: request.keepAliveMs },

@@ -1,7 +1,9 @@
 import { InvalidRequestError } from '../../core/errors.js';
-import { compressionRatio, splitWindow, type Segment } from './segments.js';
+import type { Segment, Transcription, TranscriptionOptions } from '../../core/tasks/transcribe/transcriber.js';
+import { compressionRatio, splitWindow } from './segments.js';
 import { decodeWindow, detectLanguage, type DecodeResult, type WhisperRuntime } from './decode.js';
-import { windowWords, type Word } from './word-times.js';
+import { windowWords } from './word-times.js';
+import type { Word } from '../../core/tasks/transcribe/transcriber.js';
 
 /**
  * Whisper's long-form loop (openai/whisper's transcribe): 16 kHz samples in,
@@ -11,35 +13,9 @@ import { windowWords, type Word } from './word-times.js';
  * again at a higher temperature; a window the model calls silence is skipped.
  */
 
-export interface LongformOptions {
-  /** ISO 639-1 code, or undefined / 'auto' to detect it from the first window. */
-  language?: string;
-  task?: 'transcribe' | 'translate';
-  /** Text that conditions the first window (names, spelling, style). */
-  prompt?: string;
-  /** 0 (default): greedy, falling back to higher temperatures on failure; above 0: sample at that temperature. */
-  temperature?: number;
-  /** Seed for sampling at temperatures above 0 (reproducible results). */
-  seed?: number;
-  /**
-   * Stretches of the audio to transcribe, in seconds (speech found by VAD,
-   * each at most a window long); the rest is silence and skipped. Absent: all of it.
-   */
-  regions?: ReadonlyArray<{ start: number; end: number }>;
-  /** Time every word too (needs runtime.crossAttentions). */
-  wordTimestamps?: boolean;
-  onProgress?: (done: number, total: number) => void;
-}
-
-export interface Transcription {
-  text: string;
-  language: string;
-  /** Seconds of audio. */
-  duration: number;
-  segments: Segment[];
-  /** With wordTimestamps: every word, in order, inside its segment's bounds. */
-  words?: Word[];
-}
+/** The task's options (core/tasks/transcribe/transcriber.ts), as this loop reads them. */
+export type LongformOptions = TranscriptionOptions;
+export type { Transcription } from '../../core/tasks/transcribe/transcriber.js';
 
 const SAMPLE_RATE = 16_000;
 const HOP = 160;

@@ -4,7 +4,9 @@ import { LogMel, WHISPER_MEL } from '../../audio/mel.js';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
+import type { Transcriber, Transcription, TranscriptionOptions } from '../../core/tasks/transcribe/transcriber.js';
 import type { EncodedWindow, WhisperDecoder, WhisperRuntime, WhisperVocabulary } from './decode.js';
+import { transcribeSamples } from './longform.js';
 import { OnnxSession, type Feed, type Tensor } from '../../runtimes/onnx/session.js';
 import { SileroVad } from '../silero-vad/silero-vad.js';
 
@@ -168,7 +170,7 @@ class OnnxWhisperDecoder implements WhisperDecoder {
   }
 }
 
-export class OnnxWhisper implements WhisperRuntime {
+export class OnnxWhisper implements WhisperRuntime, Transcriber {
   readonly crossAttentions: boolean;
   readonly layers: number;
   readonly headDim: number;
@@ -195,6 +197,16 @@ export class OnnxWhisper implements WhisperRuntime {
     this.crossAttentions = this.attentionLayers.length > 0;
     const width = alignment.medianFilterWidth;
     this.medianFilterWidth = width !== undefined && Number.isInteger(width) && width > 0 && width % 2 === 1 ? width : 7;
+  }
+
+  /** Word times come from the alignment heads' cross-attention: only exports that output it can give them. */
+  get wordTimestamps(): boolean {
+    return this.crossAttentions;
+  }
+
+  /** Whisper's long-form loop (longform.ts) over this model. */
+  transcribe(samples: Float32Array, options: TranscriptionOptions, signal: AbortSignal): Promise<Transcription> {
+    return transcribeSamples(this, samples, options, signal);
   }
 
   async encode(features: Float32Array): Promise<EncodedWindow> {

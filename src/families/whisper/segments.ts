@@ -14,19 +14,7 @@ export const TIME_PRECISION = 0.02;
 /** Mel frames per timestamp step (the encoder halves the 100 frames/s). */
 const FRAMES_PER_STEP = 2;
 
-export interface Segment {
-  id: number;
-  /** Mel frame the window started at. */
-  seek: number;
-  start: number;
-  end: number;
-  text: string;
-  tokens: number[];
-  temperature: number;
-  avg_logprob: number;
-  compression_ratio: number;
-  no_speech_prob: number;
-}
+export type { Segment } from '../../core/tasks/transcribe/transcriber.js';
 
 export interface WindowSegments {
   /** Segments as token runs with their times (text filled in by the caller). */

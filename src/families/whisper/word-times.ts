@@ -1,3 +1,4 @@
+import type { Word } from '../../core/tasks/transcribe/transcriber.js';
 import type { AttentionRows } from './decode.js';
 import { TIME_PRECISION } from './segments.js';
 
@@ -13,11 +14,7 @@ import { TIME_PRECISION } from './segments.js';
  * written without spaces — and punctuation joins its neighbouring word.
  */
 
-export interface Word {
-  word: string;
-  start: number;
-  end: number;
-}
+export type { Word } from '../../core/tasks/transcribe/transcriber.js';
 
 export type { AttentionRows } from './decode.js';
 

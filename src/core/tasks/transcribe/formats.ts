@@ -1,4 +1,4 @@
-import type { Transcription } from '../../../families/whisper/longform.js';
+import type { Transcription } from './transcriber.js';
 
 /**
  * The response formats of OpenAI's transcription API, shared by the HTTP

@@ -20,7 +20,11 @@ export const defaultLoaders: LoaderTable = {
   'llama:embedding': () => import('./families/llama/embedding.js').then((m) => m.embeddingLoader),
   'llama:rerank': () => import('./families/llama/ranking.js').then((m) => m.rankingLoader),
   'onnx:ocr': () => import('./families/ppocr/model.js').then((m) => m.ocrLoader),
-  'onnx:asr': () => import('./families/whisper/model.js').then((m) => m.whisperLoader),
+  'onnx:asr': async () => {
+    const [{ createWhisperLoader }, { SileroVad }] = await Promise.all([import('./families/whisper/model.js'), import('./families/silero-vad/silero-vad.js')]);
+    // Silero VAD (bundled) finds the speech in long uploads: windows are cut at silences and silence is not decoded.
+    return createWhisperLoader(() => SileroVad.load(1));
+  },
   'onnx:asr-stream': () => import('./families/sherpa-streaming/streaming.js').then((m) => m.streamingLoader),
   'onnx:image': () => import('./families/stable-diffusion/loader.js').then((m) => m.imageLoader),
   'onnx:tts': () => import('./families/qwen3-tts/index.js').then((m) => m.qwen3TtsLoader),

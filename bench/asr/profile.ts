@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { InferenceSession, Tensor as OrtTensor } from 'onnxruntime-node';
 import { SileroVad, sileroVadPath } from '../../src/families/silero-vad/silero-vad.js';
-import { whisperLoader, type OnnxWhisper } from '../../src/families/whisper/model.js';
+import { createWhisperLoader, type OnnxWhisper } from '../../src/families/whisper/model.js';
 import type { InstalledModel } from '../../src/core/store.js';
 import { applyTimestampRules, decodeWindow, type WhisperDecoder, type WhisperRuntime } from '../../src/families/whisper/decode.js';
 import { seededRandom } from '../../test/fixtures/gguf/format.js';
@@ -268,7 +268,7 @@ export async function profileSection(report: Report, o: ProfileOptions): Promise
   const ort = (await import(ortPath)) as Ort;
   const files = Object.fromEntries(Object.entries(WHISPER_FILES).map(([role, f]) => [role, path.join(dir, f)]));
   const installed = { id: 'whisper-base-synth', files, entry: {}, source: 'local', sizeBytes: 0 } as unknown as InstalledModel;
-  const runtime = (await whisperLoader.load(installed, { threads: o.threads })) as OnnxWhisper;
+  const runtime = (await createWhisperLoader(() => SileroVad.load(1)).load(installed, { threads: o.threads })) as OnnxWhisper;
   const started = performance.now();
   try {
     // 1 and 2, in rounds so drift hits both: lserve's step as decodeWindow waits for it, then raw ORT

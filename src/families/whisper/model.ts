@@ -4,11 +4,10 @@ import { LogMel, WHISPER_MEL } from '../../audio/mel.js';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
-import type { Transcriber, Transcription, TranscriptionOptions } from '../../core/tasks/transcribe/transcriber.js';
+import type { SpeechDetector, Transcriber, Transcription, TranscriptionOptions } from '../../core/tasks/transcribe/transcriber.js';
 import type { EncodedWindow, WhisperDecoder, WhisperRuntime, WhisperVocabulary } from './decode.js';
 import { transcribeSamples } from './longform.js';
 import { OnnxSession, type Feed, type Tensor } from '../../runtimes/onnx/session.js';
-import { SileroVad } from '../silero-vad/silero-vad.js';
 
 /**
  * Whisper over the onnx-community export (transformers.js's layout):
@@ -188,7 +187,7 @@ export class OnnxWhisper implements WhisperRuntime, Transcriber {
     readonly heads: number,
     dModel: number,
     readonly memoryBytes: number,
-    readonly vad: SileroVad,
+    readonly vad: VoiceActivityDetector,
     alignment: { heads?: number[][]; medianFilterWidth?: number } = {},
   ) {
     this.layers = decoderSession.inputNames.filter((n) => /^past_key_values\.\d+\.decoder\.key$/.test(n)).length;
@@ -283,7 +282,12 @@ async function readJson<T>(file: string | undefined, role: string, id: string): 
   return JSON.parse(await readFile(file, 'utf8')) as T;
 }
 
-async function load(installed: InstalledModel, options: LoadOptions): Promise<OnnxWhisper> {
+/** The detector a Whisper model finds speech with (the composition root passes Silero VAD); released with the model. */
+export interface VoiceActivityDetector extends SpeechDetector {
+  release(): Promise<void>;
+}
+
+async function load(installed: InstalledModel, options: LoadOptions, loadVad: () => Promise<VoiceActivityDetector>): Promise<OnnxWhisper> {
   const { files, id } = installed;
   const [config, generation, tokenizerJson] = await Promise.all([
     readJson<ModelConfig>(files.config, 'config', id),
@@ -298,8 +302,8 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<On
   const vocabulary = whisperVocabulary(generation, tokenizer, config.vocab_size ?? tokenizer.get_vocab(true).size);
   if (!files.encoder || !files.decoder) throw new ModelLoadError(`Whisper model '${id}' needs 'encoder' and 'decoder' files.`);
   const { encoder, decoder } = await OnnxSession.createAll({ encoder: files.encoder, decoder: files.decoder }, { threads: options.threads });
-  // Silero VAD (bundled) finds the speech in long uploads: windows are cut at silences and silence is not decoded.
-  const vad = await SileroVad.load(1).catch(async (error: unknown) => {
+  // The voice activity detector (Silero VAD, from the composition root) finds the speech in long uploads.
+  const vad = await loadVad().catch(async (error: unknown) => {
     await Promise.all([encoder.release(), decoder.release()]);
     throw error;
   });
@@ -312,4 +316,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<On
   });
 }
 
-export const whisperLoader: Loader<OnnxWhisper> = { load };
+/** The `onnx:asr` loader; `loadVad` loads a voice activity detector for each model (src/compose.ts: Silero VAD, one thread). */
+export function createWhisperLoader(loadVad: () => Promise<VoiceActivityDetector>): Loader<OnnxWhisper> {
+  return { load: (installed, options) => load(installed, options, loadVad) };
+}

@@ -5,7 +5,7 @@ import { isLserveError } from '../../core/errors.js';
 import { transcribe } from '../../core/tasks/transcribe.js';
 import { formatTranscription, RESPONSE_FORMATS, type ResponseFormat } from '../../core/tasks/transcribe/formats.js';
 import { pcm16ToFloat32 } from '../../audio/pcm.js';
-import type { StreamingRecognizer } from '../../families/sherpa-streaming/streaming.js';
+import type { StreamingRecognizer } from '../../core/tasks/transcribe/streaming.js';
 import type { Engine } from '../../core/engine.js';
 import { defaultStreamingModel } from '../../core/tasks/transcribe.js';
 import { createEngine, globalOptions } from '../context.js';

@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
-import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
+import type { Loader, LoadOptions } from '../../core/loader.js';
+import type { StreamingRecognizer } from '../../core/tasks/transcribe/streaming.js';
 import { ModelLoadError, ServerError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { SherpaRecognizerConfig } from '../../runtimes/sherpa/protocol.js';
-import { DEFAULT_MAX_STREAMS, SAMPLE_RATE, SherpaSupervisor, type RecognizerStream, type SupervisorOptions } from '../../runtimes/sherpa/supervisor.js';
+import { DEFAULT_MAX_STREAMS, SAMPLE_RATE, SherpaSupervisor, type SupervisorOptions } from '../../runtimes/sherpa/supervisor.js';
 
-export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from '../../runtimes/sherpa/supervisor.js';
+export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState, StreamingRecognizer } from '../../core/tasks/transcribe/streaming.js';
 export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from '../../runtimes/sherpa/supervisor.js';
 
 /**
@@ -28,13 +29,6 @@ export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from '../../runtimes/sherpa/supervis
  * across all streaming models: beyond it open() throws OverloadedError (503).
  */
 
-export interface StreamingRecognizer extends LoadedModel {
-  readonly sampleRate: number;
-  /** Streams this server runs at once (all streaming models together). */
-  readonly maxStreams: number;
-  /** Starts a recognition; throws OverloadedError when maxStreams are open. */
-  open(): RecognizerStream;
-}
 
 export const ENDPOINT_RULES = { rule1MinTrailingSilence: 2.4, rule2MinTrailingSilence: 1.2, rule3MinUtteranceLength: 20 } as const;
 

@@ -1,5 +1,5 @@
 import type { RawData, WebSocket } from 'ws';
-import type { StreamingRecognizer } from '../../families/sherpa-streaming/streaming.js';
+import type { StreamingRecognizer } from '../../core/tasks/transcribe/streaming.js';
 import { pcm16ToFloat32 } from '../../audio/pcm.js';
 import { InvalidRequestError, isLserveError, type LserveError } from '../../core/errors.js';
 import { defaultStreamingModel } from '../../core/tasks/transcribe.js';

@@ -1,4 +1,5 @@
 import { InvalidRequestError, LserveError, OverloadedError, ServerError } from '../../core/errors.js';
+import type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from '../../core/tasks/transcribe/streaming.js';
 import { SherpaProcess, type ChildHandle, type ChildJob } from './process.js';
 import type { RecognizerChildMessage, RecognizerParentMessage, SherpaRecognizerConfig } from './protocol.js';
 import { RECOGNIZER_CHILD_SOURCE } from './recognizer-child.js';
@@ -39,51 +40,7 @@ const DEFAULTS = { maxStreams: DEFAULT_MAX_STREAMS, highWaterSeconds: 2, maxBuff
 /** Silence appended at finish() so the encoder sees a whole window past the last real sample. */
 const TAIL_PADDING_SECONDS = 0.8;
 
-export interface RecognitionResult {
-  /** Text of the current utterance so far (partial) or of a finished one (final). */
-  text: string;
-  /** True at an endpoint (a pause, sherpa's endpoint rules) and for the last result after finish(). */
-  isFinal: boolean;
-  /** Utterance number, from 0; a final closes its utterance, the next partial starts the next. */
-  segment: number;
-}
-
-export interface RecognizerStreamEvents {
-  result: (result: RecognitionResult) => void;
-  /** The stream failed (recognizer process died, buffer overflow, model unloaded) and is over. */
-  error: (error: LserveError) => void;
-  /** After finish(): the last final result was delivered and the stream is over. */
-  end: () => void;
-  /** push() returned false earlier and the undecoded audio is back under half the high-water mark. */
-  drain: () => void;
-}
-
-export type StreamState = 'open' | 'finishing' | 'ended' | 'failed' | 'closed';
-
-/**
- * One live recognition: 16 kHz mono float samples in, results out.
- *
- * Buffering is bounded with backpressure first and a hard cap second:
- * push() returns false once more than the high-water mark (2 s) of audio
- * waits to be decoded; a caller should then stop reading its source (e.g.
- * pause the WebSocket, which pushes back on the client over TCP) until
- * 'drain'. A caller that ignores it and gets more than the cap (30 s) ahead
- * fails with OverloadedError: dropping audio silently would corrupt the
- * transcript, and buffering without a bound would let one client exhaust
- * the server's memory. Real-time clients never come near either limit.
- */
-export interface RecognizerStream {
-  readonly id: number;
-  readonly state: StreamState;
-  /** Queues samples (16 kHz, [-1, 1]); false asks the caller to wait for 'drain'. Ignored once the stream failed or was closed. */
-  push(samples: Float32Array): boolean;
-  /** No more audio: the rest is decoded, the last final result arrives, then 'end'. */
-  finish(): void;
-  /** Abandons the stream at once; no further events. */
-  close(): void;
-  /** Subscribes; returns the unsubscribe function. Errors are events, never thrown. */
-  on<E extends keyof RecognizerStreamEvents>(event: E, listener: RecognizerStreamEvents[E]): () => void;
-}
+export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from '../../core/tasks/transcribe/streaming.js';
 
 type RecognizerProcess = SherpaProcess<SherpaRecognizerConfig, never, RecognizerParentMessage, RecognizerChildMessage>;
 

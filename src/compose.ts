@@ -19,7 +19,7 @@ export const defaultLoaders: LoaderTable = {
   'llama:chat': () => import('./families/llama/chat.js').then((m) => m.chatLoader),
   'llama:embedding': () => import('./families/llama/embedding.js').then((m) => m.embeddingLoader),
   'llama:rerank': () => import('./families/llama/ranking.js').then((m) => m.rankingLoader),
-  'onnx:ocr': () => import('./families/ppocr/model.js').then((m) => m.ocrLoader),
+  'onnx:ocr': () => import('./families/ppocr/loader.js').then((m) => m.ocrLoader),
   'onnx:asr': async () => {
     const [{ createWhisperLoader }, { SileroVad }] = await Promise.all([import('./families/whisper/model.js'), import('./families/silero-vad/silero-vad.js')]);
     // Silero VAD (bundled) finds the speech in long uploads: windows are cut at silences and silence is not decoded.

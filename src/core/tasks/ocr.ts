@@ -1,19 +1,14 @@
-import type { OcrModel } from '../../families/ppocr/model.js';
 import { decodeImage, DEFAULT_MAX_PIXELS } from '../../image/decode.js';
 import type { Point, RgbImage } from '../../image/types.js';
 import type { Engine } from '../engine.js';
-import { classifyOrientation } from '../../families/ppocr/classify.js';
-import { detect } from '../../families/ppocr/detect.js';
-import { lineCrop } from '../../families/ppocr/lines.js';
-import { ocrOptions, type OcrOptions } from '../../families/ppocr/options.js';
-import { readingRows } from '../../families/ppocr/order.js';
-import { recognize } from '../../families/ppocr/recognize.js';
+import type { LoadedModel } from '../loader.js';
+import type { InstalledModel } from '../store.js';
 
 /**
  * OCR as a task: image bytes in, text lines with confidences and boxes out.
- * PP-OCR's pipeline: detect once per image → rectify each line → optional
- * 0°/180° classifier → batched CTC recognition → reading order. HTTP and CLI
- * both call `ocr()`; neither knows the pipeline.
+ * The model (an OcrModel: families/ppocr's PP-OCR pipeline) reads the
+ * decoded image into lines in reading order; the task joins them into the
+ * page's text. HTTP and CLI both call `ocr()`; neither knows the pipeline.
  */
 
 export interface OcrLine {
@@ -31,6 +26,12 @@ export interface OcrResult {
   image_width: number;
   image_height: number;
   elapsed_ms: number;
+}
+
+/** What a loaded OCR model (kind `ocr`) offers the task. */
+export interface OcrModel extends LoadedModel {
+  /** The text lines of a decoded image in reading order; `model` is the installed model as resolved for this request (its catalog defaults tune the pipeline). */
+  read(image: RgbImage, model: InstalledModel, signal?: AbortSignal): Promise<OcrRowLine[]>;
 }
 
 export interface OcrRequest {
@@ -61,8 +62,8 @@ export async function ocr(engine: Engine, request: OcrRequest, signal?: AbortSig
   await engine.resolve(model, ['ocr']);
   const image = await decodeImage(request.image, { maxPixels: request.maxPixels ?? DEFAULT_MAX_PIXELS, param: request.param ?? 'image' });
   signal?.throwIfAborted();
-  const lines = await engine.withModel<OcrModel, RowLine[]>(model, ['ocr'], (loaded, installed) =>
-    runPipeline(loaded, image, ocrOptions(installed.entry.defaults, installed.id), signal),
+  const lines = await engine.withModel<OcrModel, OcrRowLine[]>(model, ['ocr'], (loaded, installed) =>
+    loaded.read(image, installed, signal),
     { keepAliveMs: request.keepAliveMs },
   );
   return {
@@ -74,33 +75,12 @@ export async function ocr(engine: Engine, request: OcrRequest, signal?: AbortSig
   };
 }
 
-interface RowLine extends OcrLine {
+/** A recognised line and the reading-order row it belongs to (rows are joined with '\n' in `text`). */
+export interface OcrRowLine extends OcrLine {
   row: number;
 }
 
-/** The pipeline over one decoded image with a loaded model. */
-export async function runPipeline(model: OcrModel, image: RgbImage, options: OcrOptions, signal?: AbortSignal): Promise<RowLine[]> {
-  const boxes = await detect(model, image, options);
-  signal?.throwIfAborted();
-  if (boxes.length === 0) return [];
-  const rows = readingRows(boxes);
-  const ordered = rows.flatMap((row, r) => row.map((box) => ({ ...box, row: r })));
-  await yieldToEventLoop();
-  const crops = await classifyOrientation(model, image, ordered.map((b) => lineCrop(b.quad, options.rec_pad)), options);
-  signal?.throwIfAborted();
-  await yieldToEventLoop();
-  const decoded = await recognize(model, image, crops, options, signal);
-  const lines: RowLine[] = [];
-  ordered.forEach((box, i) => {
-    const { text, score } = decoded[i]!;
-    const trimmed = text.trim();
-    if (!trimmed || score < options.rec_min_score) return;
-    lines.push({ text: trimmed, score: round4(score), box: box.quad.map(([x, y]) => [Math.round(x), Math.round(y)]) as OcrLine['box'], row: box.row });
-  });
-  return lines;
-}
-
-function pageText(lines: readonly RowLine[]): string {
+function pageText(lines: readonly OcrRowLine[]): string {
   const rows: string[][] = [];
   let last = -1;
   for (const line of lines) {
@@ -109,13 +89,4 @@ function pageText(lines: readonly RowLine[]): string {
     last = line.row;
   }
   return rows.map((r) => r.join(' ')).join('\n');
-}
-
-function round4(v: number): number {
-  return Math.round(v * 1e4) / 1e4;
-}
-
-/** Lets queued I/O run between CPU-heavy stages of a large page. */
-function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
 }

@@ -1,4 +1,4 @@
-import type { OcrModel } from './model.js';
+import type { PpOcrSessions } from './model.js';
 import type { RgbImage } from '../../image/types.js';
 import { packLines, turn180, type LineCrop } from './lines.js';
 import type { OcrOptions } from './options.js';
@@ -9,7 +9,7 @@ const BATCH = 64;
  * The 0°/180° direction classifier: lines it is confident are upside down
  * are turned before recognition. Batched: one run per 64 lines.
  */
-export async function classifyOrientation(model: OcrModel, image: RgbImage, crops: LineCrop[], options: OcrOptions): Promise<LineCrop[]> {
+export async function classifyOrientation(model: PpOcrSessions, image: RgbImage, crops: LineCrop[], options: OcrOptions): Promise<LineCrop[]> {
   if (!model.cls || !options.use_cls || crops.length === 0) return crops;
   const out = [...crops];
   for (let start = 0; start < crops.length; start += BATCH) {

@@ -1,4 +1,4 @@
-import type { OcrModel } from './model.js';
+import type { PpOcrSessions } from './model.js';
 import { resizeRgb } from '../../image/decode.js';
 import type { Quad, RgbImage } from '../../image/types.js';
 import { dbPostprocess } from './db.js';
@@ -23,7 +23,7 @@ export function detectionSize(width: number, height: number, options: OcrOptions
 }
 
 /** Runs the text detector once over the whole image and returns text-line quads in original coordinates. */
-export async function detect(model: OcrModel, image: RgbImage, options: OcrOptions): Promise<DetectedBox[]> {
+export async function detect(model: PpOcrSessions, image: RgbImage, options: OcrOptions): Promise<DetectedBox[]> {
   const size = detectionSize(image.width, image.height, options);
   const input = await resizeRgb(image, size.width, size.height);
   const tensor = detectorTensor(input);

@@ -1,8 +1,5 @@
-import { readFile, stat } from 'node:fs/promises';
-import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
-import type { InstalledModel } from '../../core/store.js';
 import { ServerError } from '../../core/errors.js';
-import { OnnxSession } from '../../runtimes/onnx/session.js';
+import type { OnnxSession } from '../../runtimes/onnx/session.js';
 
 /**
  * The PP-OCR family on ONNX Runtime: a text detector (DB), an optional 0°/180°
@@ -11,7 +8,7 @@ import { OnnxSession } from '../../runtimes/onnx/session.js';
  * shape; the files come from the catalog roles `det`, `rec`, `cls` (optional)
  * and `dict`. Sessions are created once per loaded model and reused.
  */
-export interface OcrModel extends LoadedModel {
+export interface PpOcrSessions {
   readonly det: OnnxSession;
   readonly rec: OnnxSession;
   readonly cls?: OnnxSession;
@@ -44,32 +41,3 @@ export function buildCharset(dictionary: readonly string[], classes: number | un
     { code: 'model_mismatch' },
   );
 }
-
-async function load(installed: InstalledModel, options: LoadOptions): Promise<OcrModel> {
-  const { det: detPath, rec: recPath, cls: clsPath, dict: dictPath } = installed.files;
-  if (!detPath || !recPath || !dictPath) {
-    throw new ServerError(`OCR model '${installed.id}' needs 'det', 'rec' and 'dict' files; it has ${Object.keys(installed.files).join(', ')}`, {
-      code: 'model_incomplete',
-    });
-  }
-  const sessionOptions = { threads: options.threads };
-  const dictText = await readFile(dictPath, 'utf8');
-  const { det, rec, cls } = await OnnxSession.createAll({ det: detPath, rec: recPath, cls: clsPath }, sessionOptions);
-  const lastDim = rec.outputShape().at(-1);
-  const charset = buildCharset(parseDictionary(dictText), typeof lastDim === 'number' ? lastDim : undefined, recPath);
-  const sizes = await Promise.all([detPath, recPath, clsPath].filter((p): p is string => !!p).map((p) => stat(p).then((s) => s.size)));
-  // ORT keeps the weights plus working buffers: roughly twice the file size.
-  const memoryBytes = sizes.reduce((a, b) => a + b, 0) * 2;
-  return {
-    det,
-    rec,
-    cls,
-    charset,
-    memoryBytes,
-    async dispose() {
-      await Promise.all([det.release(), rec.release(), cls?.release()]);
-    },
-  };
-}
-
-export const ocrLoader: Loader<OcrModel> = { load };

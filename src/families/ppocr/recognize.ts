@@ -1,4 +1,4 @@
-import type { OcrModel } from './model.js';
+import type { PpOcrSessions } from './model.js';
 import type { RgbImage } from '../../image/types.js';
 import { ctcGreedyDecode, type Decoded } from './ctc.js';
 import { packLines, type LineCrop } from './lines.js';
@@ -14,7 +14,7 @@ const MAX_WIDTH = 3200;
  * options.ts for why), then decoded with greedy CTC; results return in input
  * order.
  */
-export async function recognize(model: OcrModel, image: RgbImage, crops: readonly LineCrop[], options: OcrOptions, signal?: AbortSignal): Promise<Decoded[]> {
+export async function recognize(model: PpOcrSessions, image: RgbImage, crops: readonly LineCrop[], options: OcrOptions, signal?: AbortSignal): Promise<Decoded[]> {
   const results: Decoded[] = new Array(crops.length);
   const order = crops.map((_, i) => i).sort((a, b) => crops[a]!.ratio - crops[b]!.ratio);
   const height = options.rec_height;

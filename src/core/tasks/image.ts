@@ -1,26 +1,23 @@
 import { randomInt } from 'node:crypto';
-import { isLatentDecoderModel } from '../../families/stable-diffusion/roles.js';
-import { DiffusionPipeline, LatentDecoder, type TextStates } from '../../families/stable-diffusion/pipeline.js';
-import { decodeRgba, encodeRgb, resizeRgba, type OutputFormat, type RgbaImage } from '../../image/rgba.js';
+import { decodeRgba, resizeRgba, type OutputFormat, type RgbaImage } from '../../image/rgba.js';
 import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
 import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
 import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
-import { alphaMask, composite, featherMask, latentMask, repaintMask } from '../../image/mask.js';
-import { gaussianNoise, seedOf } from '../../families/stable-diffusion/noise.js';
-import { fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseSize, type ImageModelSettings } from './image/options.js';
-import { planarToRgb, rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
-import { checkSteps, eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from '../../families/stable-diffusion/scheduler.js';
+import { alphaMask, repaintMask } from '../../image/mask.js';
+import { checkSteps, fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseSize } from './image/options.js';
+import { isImagePipeline, isLatentDecoderModel, type GeneratedImage, type ImagePipeline, type ImagePlan, type ImageProgress, type LatentDecoderModel } from './image/pipeline.js';
+import { rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
 
 /**
  * Image generation as a task: text to image, image to image (`init` with a
  * strength) and inpainting (`edit` with a mask), over a loaded
- * Stable-Diffusion-family pipeline. The prompt is encoded once, then each of
- * the `n` images (seeds seed, seed+1, …) runs the sampling loop here, one
- * UNet step at a time: the request's signal is checked and progress reported
- * between steps, so a client that disconnects stops its generation at the
- * next step. Generations queue per model (503 when the line is full). HTTP
+ * image pipeline (an ImagePipeline: families/stable-diffusion). The task
+ * checks the request against the model and decodes every input image before
+ * anything runs; the pipeline generates the `n` images (seeds seed, seed+1,
+ * …), checking the request's signal and reporting progress between steps, so
+ * a client that disconnects stops its generation at the next step. Generations queue per model (503 when the line is full). HTTP
  * (/v1/images/*) and `lserve imagine` both call `generateImages`.
  */
 
@@ -57,13 +54,7 @@ export interface ImageRequest {
   keepAliveMs?: number;
 }
 
-export interface GeneratedImage {
-  data: Buffer;
-  format: OutputFormat;
-  width: number;
-  height: number;
-  seed: number;
-}
+export type { GeneratedImage, ImageProgress } from './image/pipeline.js';
 
 export interface ImageResult {
   model: string;
@@ -71,15 +62,6 @@ export interface ImageResult {
   images: GeneratedImage[];
   /** The prompt as the model read it, when it was too long and cut (CLIP's 77 positions). */
   revisedPrompt?: string;
-}
-
-export interface ImageProgress {
-  /** 0-based index of the image being made, of `images`. */
-  image: number;
-  images: number;
-  /** Steps done for this image, of `steps` (a decode follows the last). */
-  step: number;
-  steps: number;
 }
 
 export interface GenerateOptions {
@@ -96,21 +78,6 @@ export async function defaultImageModel(engine: Engine): Promise<string> {
   throw new InvalidRequestError(`'model' is required: several image models are installed (${installed.map((m) => m.id).join(', ')}).`, { param: 'model', code: 'missing_required_parameter' });
 }
 
-/** A request checked against the model, every input image decoded: nothing left that can be a 4xx. */
-interface Plan {
-  settings: ImageModelSettings;
-  width: number;
-  height: number;
-  n: number;
-  steps: number;
-  guidance: number;
-  seed: number;
-  format: OutputFormat;
-  quality: number;
-  init?: { pixels: Float32Array; strength: number };
-  edit?: { pixels: Float32Array; original: Uint8Array; mask: Float32Array };
-}
-
 export async function generateImages(engine: Engine, request: ImageRequest, options: GenerateOptions = {}): Promise<ImageResult> {
   const { signal } = options;
   const name = request.model ?? (await defaultImageModel(engine));
@@ -125,19 +92,27 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
   const plan = await planRequest(installed, request);
   signal?.throwIfAborted();
 
-  const lease = await engine.acquire<DiffusionPipeline>(name, KINDS, { keepAliveMs: request.keepAliveMs });
-  let vaeLease: Lease<LatentDecoder> | undefined;
+  const lease = await engine.acquire<ImagePipeline>(name, KINDS, { keepAliveMs: request.keepAliveMs });
+  let vaeLease: Lease<LatentDecoderModel> | undefined;
   try {
     const pipeline = lease.model;
-    if (!(pipeline instanceof DiffusionPipeline)) throw new InvalidRequestError(`Model '${installed.id}' cannot generate images.`, { param: 'model', code: 'wrong_model_kind' });
-    if ((plan.init || plan.edit) && !pipeline.info.canEncode) {
+    if (!isImagePipeline(pipeline)) throw new InvalidRequestError(`Model '${installed.id}' cannot generate images.`, { param: 'model', code: 'wrong_model_kind' });
+    if ((plan.init || plan.edit) && !pipeline.canEncode) {
       throw new UnsupportedError(`Model '${installed.id}' has no VAE encoder: it cannot start from an image (img2img, edits).`, { param: 'image' });
     }
-    if (request.vae !== undefined) vaeLease = await engine.acquire<LatentDecoder>(request.vae, KINDS, { keepAliveMs: request.keepAliveMs });
-    const tiny = vaeLease?.model;
+    if (request.vae !== undefined) vaeLease = await engine.acquire<LatentDecoderModel>(request.vae, KINDS, { keepAliveMs: request.keepAliveMs });
+    const decoder = vaeLease?.model;
     return await pipeline.queue.run(async () => {
       const created = Math.floor(Date.now() / 1000);
-      const { images, revisedPrompt } = await run(engine, pipeline, tiny, plan, request, options);
+      const { images, revisedPrompt } = await pipeline.generate({
+        plan,
+        prompt: request.prompt,
+        negativePrompt: request.negativePrompt,
+        decoder,
+        signal,
+        onProgress: options.onProgress,
+        log: engine.options.log,
+      });
       return { model: installed.id, created, images, revisedPrompt };
     }, signal);
   } finally {
@@ -146,7 +121,7 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
   }
 }
 
-async function planRequest(installed: InstalledModel, request: ImageRequest): Promise<Plan> {
+async function planRequest(installed: InstalledModel, request: ImageRequest): Promise<ImagePlan> {
   const settings = modelSettings(installed.entry);
   const id = installed.id;
   if (!request.prompt.trim()) throw new InvalidRequestError("'prompt' is empty: describe the image to make.", { param: 'prompt', code: 'missing_required_parameter' });
@@ -171,7 +146,7 @@ async function planRequest(installed: InstalledModel, request: ImageRequest): Pr
   const quality = request.outputCompression ?? 90;
   if (!Number.isInteger(quality) || quality < 0 || quality > 100) throw new InvalidRequestError(`'output_compression' must be an integer from 0 to 100; got ${quality}.`, { param: 'output_compression', code: 'invalid_value' });
   const requested = parseSize(request.size, settings, id);
-  const plan: Plan = { settings, width: requested?.width ?? settings.width, height: requested?.height ?? settings.height, n, steps, guidance, seed, format: request.outputFormat ?? 'png', quality };
+  const plan: ImagePlan = { settings, width: requested?.width ?? settings.width, height: requested?.height ?? settings.height, n, steps, guidance, seed, format: request.outputFormat ?? 'png', quality };
 
   const source = request.init ?? request.edit;
   if (source) {
@@ -219,135 +194,4 @@ async function resizeMask(mask: Float32Array, image: RgbaImage, size: { width: n
   }
   const resized = await resizeRgba({ data: grey, width: image.width, height: image.height, hasAlpha: false }, size.width, size.height);
   return Float32Array.from({ length: size.width * size.height }, (_, i) => resized.data[i * 4]! / 255);
-}
-
-const schedulers = new WeakMap<DiffusionPipeline, SchedulerConfig>();
-
-function schedulerOf(pipeline: DiffusionPipeline): SchedulerConfig {
-  let config = schedulers.get(pipeline);
-  if (!config) schedulers.set(pipeline, (config = parseSchedulerConfig(pipeline.schedulerConfig)));
-  return config;
-}
-
-async function run(
-  engine: Engine,
-  pipeline: DiffusionPipeline,
-  tiny: LatentDecoder | undefined,
-  plan: Plan,
-  request: ImageRequest,
-  { signal, onProgress }: GenerateOptions,
-): Promise<{ images: GeneratedImage[]; revisedPrompt?: string }> {
-  const config = schedulerOf(pipeline);
-  const { info, tokenizer } = pipeline;
-  const guided = plan.guidance > 1;
-  const prompt = tokenizer.encode(request.prompt);
-  const rows = guided ? [tokenizer.encode(request.negativePrompt ?? '').ids, prompt.ids] : [prompt.ids];
-  const states = await pipeline.encodeText(rows);
-  const images: GeneratedImage[] = [];
-  const h = plan.height / info.vaeFactor;
-  const w = plan.width / info.vaeFactor;
-  let progress = { image: 0, step: 0, steps: 0 };
-  try {
-    const initLatents = plan.init ?? plan.edit ? await encodeImage(pipeline, (plan.init ?? plan.edit)!.pixels, plan) : undefined;
-    for (let i = 0; i < plan.n; i++) {
-      const seed = seedOf(plan.seed, i);
-      const sched = plan.init ? partialSchedule(config, plan.steps, plan.init.strength) : schedule(config, plan.steps);
-      progress = { image: i, step: 0, steps: sched.timesteps.length };
-      onProgress?.({ image: i, images: plan.n, step: 0, steps: sched.timesteps.length });
-      const latents = await sample(pipeline, config, states, sched, plan, seed, h, w, initLatents, signal, (step) => {
-        progress.step = step;
-        onProgress?.({ image: i, images: plan.n, step, steps: sched.timesteps.length });
-      });
-      signal?.throwIfAborted();
-      const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w);
-      let rgb = planarToRgb(planar, plan.width, plan.height);
-      if (plan.edit) rgb = composite(plan.edit.original, rgb, featherMask(plan.edit.mask, plan.width, plan.height, Math.max(2, Math.round(Math.min(plan.width, plan.height) / 64))));
-      images.push({ data: await encodeRgb(rgb, plan.width, plan.height, plan.format, plan.quality), format: plan.format, width: plan.width, height: plan.height, seed });
-    }
-  } catch (error) {
-    if (signal?.aborted) engine.options.log(`image generation stopped (client gone) at step ${progress.step}/${progress.steps} of image ${progress.image + 1}/${plan.n}`);
-    throw error;
-  } finally {
-    await states.release().catch(() => undefined);
-  }
-  return { images, revisedPrompt: prompt.truncated ? prompt.kept : undefined };
-}
-
-/** The scaled latents (×scalingFactor) of the plan's input image. */
-async function encodeImage(pipeline: DiffusionPipeline, pixels: Float32Array, plan: Plan): Promise<Float32Array> {
-  const latents = await pipeline.encode(pixels.slice(), plan.height, plan.width);
-  return scaled(latents, pipeline.info.scalingFactor);
-}
-
-function scaled(values: Float32Array, k: number): Float32Array {
-  const out = new Float32Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = values[i]! * k;
-  return out;
-}
-
-/**
- * The sampling loop for one image: initial latents from the seed's noise
- * (pure noise; the noised input image for img2img; noise over the image
- * outside the mask for edits), then Euler steps with optional guidance and,
- * for edits, the kept region reset to the noised original after each step.
- */
-async function sample(
-  pipeline: DiffusionPipeline,
-  config: SchedulerConfig,
-  states: TextStates,
-  sched: Schedule,
-  plan: Plan,
-  seed: number,
-  h: number,
-  w: number,
-  init: Float32Array | undefined,
-  signal: AbortSignal | undefined,
-  onStep: (step: number) => void,
-): Promise<Float32Array> {
-  const channels = pipeline.info.latentChannels;
-  const plane = h * w;
-  const noise = gaussianNoise(seed, channels * plane);
-  const sigma0 = sched.sigmas[0]!;
-  const x = new Float32Array(noise.length);
-  const keep = plan.edit ? invert(latentMask(plan.edit.mask, plan.width, plan.height, pipeline.info.vaeFactor)) : undefined;
-  if (plan.edit && init) {
-    // Kept cells start from the noised original, repainted ones from noise alone.
-    for (let i = 0; i < x.length; i++) x[i] = noise[i]! * sigma0 + keep![i % plane]! * init[i]!;
-  } else if (init) {
-    for (let i = 0; i < x.length; i++) x[i] = init[i]! + noise[i]! * sigma0;
-  } else {
-    // diffusers' init_noise_sigma: σ₀ for trailing/linspace spacing, √(σ₀²+1) for leading.
-    const scale = config.timestep_spacing === 'leading' ? Math.sqrt(sigma0 * sigma0 + 1) : sigma0;
-    for (let i = 0; i < x.length; i++) x[i] = noise[i]! * scale;
-  }
-  const batch = states.batch;
-  for (let s = 0; s < sched.timesteps.length; s++) {
-    signal?.throwIfAborted();
-    const sigma = sched.sigmas[s]!;
-    const input = scaleInput(x, sigma, new Float32Array(x.length * batch));
-    if (batch === 2) input.copyWithin(x.length, 0, x.length);
-    const output = await pipeline.predict(input, [batch, channels, h, w], sched.timesteps[s]!, states);
-    const eps = batch === 2 ? guide(output, x.length, plan.guidance) : output;
-    const next = sched.sigmas[s + 1]!;
-    eulerStep(x, eps, sigma, next, config.prediction_type);
-    if (keep && init) {
-      for (let i = 0; i < x.length; i++) {
-        const k = keep[i % plane]!;
-        if (k > 0) x[i] = (1 - k) * x[i]! + k * (init[i]! + noise[i]! * next);
-      }
-    }
-    onStep(s + 1);
-  }
-  return x;
-}
-
-/** ε = ε_uncond + g·(ε_cond − ε_uncond) from a batch of two predictions. */
-function guide(output: Float32Array, size: number, scale: number): Float32Array {
-  const eps = new Float32Array(size);
-  for (let i = 0; i < size; i++) eps[i] = output[i]! + scale * (output[size + i]! - output[i]!);
-  return eps;
-}
-
-function invert(mask: Float32Array): Float32Array {
-  return mask.map((v) => 1 - v);
 }

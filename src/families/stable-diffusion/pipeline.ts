@@ -1,38 +1,19 @@
-import type { LoadedModel } from '../../core/loader.js';
 import type { OnnxSession, Tensor } from '../../runtimes/onnx/session.js';
 import type { ClipTokenizer } from './clip-tokenizer.js';
+import type { ImageJob, ImagePipeline, LatentDecoderModel } from '../../core/tasks/image/pipeline.js';
 import type { JobQueue } from '../../core/tasks/image/queue.js';
+import { generate, type DiffusionGraphs, type DiffusionInfo, type TextStates } from './sample.js';
 import { asFloats, floatTensor, floatTypeOf, timestepTensor, type FloatType } from './tensors.js';
 
 /**
  * A loaded Stable-Diffusion-family model: the four ONNX graphs (each in its
  * own ORT worker thread), the CLIP tokenizer and the scheduler settings, and
  * the model's job queue. It offers the graph calls one step at a time; the
- * sampling loop (scheduler, guidance, masks) is the image task's
- * (src/core/tasks/image.ts), so cancellation and progress happen between
- * steps.
+ * sampling loop (scheduler, guidance, masks) is sample.ts's (DiffusionGraphs),
+ * so cancellation and progress happen between steps.
  */
 
-/** Static facts about the model, from its catalog defaults and its graphs. */
-export interface DiffusionInfo {
-  /** Latent channels (4 for SD 1.x/2.x). */
-  latentChannels: number;
-  /** The VAE's latent scale (0.18215 for SD 1.x/2.x): the UNet works on latent · scale. */
-  scalingFactor: number;
-  /** Pixels per latent cell. */
-  vaeFactor: number;
-  /** Whether a VAE encoder is present (img2img, edits). */
-  canEncode: boolean;
-}
-
-/** Text states kept in the UNet's worker for the steps of one generation. */
-export interface TextStates {
-  /** Batch rows: 1, or 2 with classifier-free guidance (unconditional first). */
-  readonly batch: number;
-  /** Positions per row (77). */
-  readonly length: number;
-  release(): Promise<void>;
-}
+export type { DiffusionInfo, TextStates } from './sample.js';
 
 export interface DiffusionSessions {
   textEncoder: OnnxSession;
@@ -43,7 +24,7 @@ export interface DiffusionSessions {
 
 let keptCounter = 0;
 
-export class DiffusionPipeline implements LoadedModel {
+export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
   private readonly unetIn: { sample: FloatType; context: FloatType; timestep: string };
   private readonly textOut: string;
   private readonly decoderIo: { input: string; output: string; type: FloatType };
@@ -66,6 +47,15 @@ export class DiffusionPipeline implements LoadedModel {
     this.textOut = textEncoder.outputNames.includes('last_hidden_state') ? 'last_hidden_state' : textEncoder.outputName;
     this.decoderIo = { input: vaeDecoder.inputName, output: vaeDecoder.outputNames.includes('sample') ? 'sample' : vaeDecoder.outputName, type: floatTypeOf(vaeDecoder, vaeDecoder.inputName) };
     if (vaeEncoder) this.encoderIo = { input: vaeEncoder.inputName, output: vaeEncoder.outputName, type: floatTypeOf(vaeEncoder, vaeEncoder.inputName) };
+  }
+
+  get canEncode(): boolean {
+    return this.info.canEncode;
+  }
+
+  /** The sampling loop (sample.ts) over this model's graphs. */
+  generate(job: ImageJob): ReturnType<ImagePipeline['generate']> {
+    return generate(this, job);
   }
 
   /**
@@ -165,7 +155,7 @@ export class DiffusionPipeline implements LoadedModel {
  * model's own: it takes the UNet's latents as they are (its scaling factor
  * is 1) and returns pixels in [-1, 1].
  */
-export class LatentDecoder implements LoadedModel {
+export class LatentDecoder implements LatentDecoderModel {
   private readonly type: FloatType;
   private readonly output: string;
 

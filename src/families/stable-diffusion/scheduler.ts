@@ -190,10 +190,3 @@ export function eulerStep(x: Float32Array, output: Float32Array, sigma: number, 
     x[i] = x[i]! + ((x[i]! - x0) / sigma) * dt;
   }
 }
-
-/** Steps a model allows; a value outside is a 400 that says the range. */
-export function checkSteps(steps: number, max: number, model: string): void {
-  if (!Number.isInteger(steps) || steps < 1 || steps > max) {
-    throw new InvalidRequestError(`'steps' must be an integer from 1 to ${max} for model '${model}'; got ${steps}.`, { param: 'steps', code: 'invalid_value' });
-  }
-}

@@ -88,3 +88,10 @@ export function fitSize(width: number, height: number, settings: ImageModelSetti
   const round = (v: number) => Math.min(settings.maxSide, Math.max(settings.minSide, Math.round((v * scale) / SIZE_STEP) * SIZE_STEP));
   return { width: round(width), height: round(height) };
 }
+
+/** Steps a model allows; a value outside is a 400 that says the range. */
+export function checkSteps(steps: number, max: number, model: string): void {
+  if (!Number.isInteger(steps) || steps < 1 || steps > max) {
+    throw new InvalidRequestError(`'steps' must be an integer from 1 to ${max} for model '${model}'; got ${steps}.`, { param: 'steps', code: 'invalid_value' });
+  }
+}

@@ -1,0 +1,83 @@
+import type { OutputFormat } from '../../../image/rgba.js';
+import type { LoadedModel } from '../../loader.js';
+import type { InstalledModel } from '../../store.js';
+import type { ImageModelSettings } from './options.js';
+import type { JobQueue } from './queue.js';
+
+/**
+ * The contract between the image task (core/tasks/image.ts) and an image
+ * family (families/stable-diffusion implements it): a checked request (the
+ * plan), the pipeline that turns it into images, and the latent decoders
+ * (TAESD-class) a request may name as its `vae`.
+ */
+
+/** A latent decoder as an ONNX graph (file role of an `image` model). */
+export const LATENT_DECODER_ROLE = 'latent_decoder';
+/** A latent decoder as TAESD's safetensors weights (the graph is built at load). */
+export const DECODER_WEIGHTS_ROLE = 'decoder_weights';
+
+/** Whether an installed model is a latent decoder (TAESD-class) rather than a whole pipeline. */
+export function isLatentDecoderModel(installed: InstalledModel): boolean {
+  return installed.files[LATENT_DECODER_ROLE] !== undefined || installed.files[DECODER_WEIGHTS_ROLE] !== undefined;
+}
+
+/** A request checked against the model, every input image decoded: nothing left that can be a 4xx. */
+export interface ImagePlan {
+  settings: ImageModelSettings;
+  width: number;
+  height: number;
+  n: number;
+  steps: number;
+  guidance: number;
+  seed: number;
+  format: OutputFormat;
+  quality: number;
+  init?: { pixels: Float32Array; strength: number };
+  edit?: { pixels: Float32Array; original: Uint8Array; mask: Float32Array };
+}
+
+export interface GeneratedImage {
+  data: Buffer;
+  format: OutputFormat;
+  width: number;
+  height: number;
+  seed: number;
+}
+
+export interface ImageProgress {
+  /** 0-based index of the image being made, of `images`. */
+  image: number;
+  images: number;
+  /** Steps done for this image, of `steps` (a decode follows the last). */
+  step: number;
+  steps: number;
+}
+
+/** A stand-alone decoder used in place of a pipeline's own: latents as the UNet leaves them → pixels [3, H, W] in [-1, 1]. */
+export interface LatentDecoderModel extends LoadedModel {
+  decode(scaledLatents: Float32Array, height: number, width: number): Promise<Float32Array>;
+}
+
+export interface ImageJob {
+  plan: ImagePlan;
+  prompt: string;
+  negativePrompt?: string;
+  /** The request's `vae`, loaded. */
+  decoder?: LatentDecoderModel;
+  signal?: AbortSignal;
+  onProgress?: (progress: ImageProgress) => void;
+  log: (message: string) => void;
+}
+
+/** What a loaded image model (kind `image`, not a latent decoder) offers the task. */
+export interface ImagePipeline extends LoadedModel {
+  /** Whether it can start from an image (img2img, edits): a VAE encoder. */
+  readonly canEncode: boolean;
+  /** Generations run one at a time per model, with a bounded line (503 beyond it). */
+  readonly queue: JobQueue;
+  generate(job: ImageJob): Promise<{ images: GeneratedImage[]; revisedPrompt?: string }>;
+}
+
+export function isImagePipeline(model: LoadedModel): model is ImagePipeline {
+  return typeof (model as Partial<ImagePipeline>).generate === 'function';
+}

@@ -1,0 +1,180 @@
+import type { GeneratedImage, ImageJob, ImagePlan } from '../../core/tasks/image/pipeline.js';
+import { composite, featherMask, latentMask } from '../../image/mask.js';
+import { planarToRgb } from '../../image/pixels.js';
+import { encodeRgb } from '../../image/rgba.js';
+import type { ClipTokenizer } from './clip-tokenizer.js';
+import { gaussianNoise, seedOf } from './noise.js';
+import { eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from './scheduler.js';
+
+/**
+ * Stable Diffusion's sampling: text to image, image to image and inpainting
+ * over the model's graphs (pipeline.ts implements DiffusionGraphs over ONNX
+ * Runtime). Euler steps on the export's discrete schedule (scheduler.ts),
+ * classifier-free guidance, and for edits the kept region reset to the noised
+ * original after each step.
+ */
+
+/** Static facts about the model, from its catalog defaults and its graphs. */
+export interface DiffusionInfo {
+  /** Latent channels (4 for SD 1.x/2.x). */
+  latentChannels: number;
+  /** The VAE's latent scale (0.18215 for SD 1.x/2.x): the UNet works on latent · scale. */
+  scalingFactor: number;
+  /** Pixels per latent cell. */
+  vaeFactor: number;
+  /** Whether a VAE encoder is present (img2img, edits). */
+  canEncode: boolean;
+}
+
+/** Text states kept in the UNet's worker for the steps of one generation. */
+export interface TextStates {
+  /** Batch rows: 1, or 2 with classifier-free guidance (unconditional first). */
+  readonly batch: number;
+  /** Positions per row (77). */
+  readonly length: number;
+  release(): Promise<void>;
+}
+
+/** What the sampling loop needs from the model's graphs. */
+export interface DiffusionGraphs {
+  readonly info: DiffusionInfo;
+  readonly tokenizer: ClipTokenizer;
+  /** The export's scheduler_config.json as read; undefined when it ships none. */
+  readonly schedulerConfig: unknown;
+  encodeText(rows: readonly Int32Array[]): Promise<TextStates>;
+  predict(sample: Float32Array, dims: readonly number[], timestep: number, states: TextStates): Promise<Float32Array>;
+  decode(latents: Float32Array, height: number, width: number): Promise<Float32Array>;
+  encode(pixels: Float32Array, height: number, width: number): Promise<Float32Array>;
+}
+
+const schedulers = new WeakMap<DiffusionGraphs, SchedulerConfig>();
+
+function schedulerOf(pipeline: DiffusionGraphs): SchedulerConfig {
+  let config = schedulers.get(pipeline);
+  if (!config) schedulers.set(pipeline, (config = parseSchedulerConfig(pipeline.schedulerConfig)));
+  return config;
+}
+
+/**
+ * Generates a plan's images: the prompt encoded once, then for each image
+ * (seeds seed, seed+1, …) the sampling loop one UNet step at a time, the
+ * signal checked and progress reported between steps; decoded by the job's
+ * latent decoder or the model's own VAE, composited over the original for
+ * edits, and encoded.
+ */
+export async function generate(pipeline: DiffusionGraphs, job: ImageJob): Promise<{ images: GeneratedImage[]; revisedPrompt?: string }> {
+  const { plan, signal, onProgress, decoder: tiny } = job;
+  const config = schedulerOf(pipeline);
+  const { info, tokenizer } = pipeline;
+  const guided = plan.guidance > 1;
+  const prompt = tokenizer.encode(job.prompt);
+  const rows = guided ? [tokenizer.encode(job.negativePrompt ?? '').ids, prompt.ids] : [prompt.ids];
+  const states = await pipeline.encodeText(rows);
+  const images: GeneratedImage[] = [];
+  const h = plan.height / info.vaeFactor;
+  const w = plan.width / info.vaeFactor;
+  let progress = { image: 0, step: 0, steps: 0 };
+  try {
+    const initLatents = plan.init ?? plan.edit ? await encodeImage(pipeline, (plan.init ?? plan.edit)!.pixels, plan) : undefined;
+    for (let i = 0; i < plan.n; i++) {
+      const seed = seedOf(plan.seed, i);
+      const sched = plan.init ? partialSchedule(config, plan.steps, plan.init.strength) : schedule(config, plan.steps);
+      progress = { image: i, step: 0, steps: sched.timesteps.length };
+      onProgress?.({ image: i, images: plan.n, step: 0, steps: sched.timesteps.length });
+      const latents = await sample(pipeline, config, states, sched, plan, seed, h, w, initLatents, signal, (step) => {
+        progress.step = step;
+        onProgress?.({ image: i, images: plan.n, step, steps: sched.timesteps.length });
+      });
+      signal?.throwIfAborted();
+      const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w);
+      let rgb = planarToRgb(planar, plan.width, plan.height);
+      if (plan.edit) rgb = composite(plan.edit.original, rgb, featherMask(plan.edit.mask, plan.width, plan.height, Math.max(2, Math.round(Math.min(plan.width, plan.height) / 64))));
+      images.push({ data: await encodeRgb(rgb, plan.width, plan.height, plan.format, plan.quality), format: plan.format, width: plan.width, height: plan.height, seed });
+    }
+  } catch (error) {
+    if (signal?.aborted) job.log(`image generation stopped (client gone) at step ${progress.step}/${progress.steps} of image ${progress.image + 1}/${plan.n}`);
+    throw error;
+  } finally {
+    await states.release().catch(() => undefined);
+  }
+  return { images, revisedPrompt: prompt.truncated ? prompt.kept : undefined };
+}
+
+/** The scaled latents (×scalingFactor) of the plan's input image. */
+async function encodeImage(pipeline: DiffusionGraphs, pixels: Float32Array, plan: ImagePlan): Promise<Float32Array> {
+  const latents = await pipeline.encode(pixels.slice(), plan.height, plan.width);
+  return scaled(latents, pipeline.info.scalingFactor);
+}
+
+function scaled(values: Float32Array, k: number): Float32Array {
+  const out = new Float32Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = values[i]! * k;
+  return out;
+}
+
+/**
+ * The sampling loop for one image: initial latents from the seed's noise
+ * (pure noise; the noised input image for img2img; noise over the image
+ * outside the mask for edits), then Euler steps with optional guidance and,
+ * for edits, the kept region reset to the noised original after each step.
+ */
+async function sample(
+  pipeline: DiffusionGraphs,
+  config: SchedulerConfig,
+  states: TextStates,
+  sched: Schedule,
+  plan: ImagePlan,
+  seed: number,
+  h: number,
+  w: number,
+  init: Float32Array | undefined,
+  signal: AbortSignal | undefined,
+  onStep: (step: number) => void,
+): Promise<Float32Array> {
+  const channels = pipeline.info.latentChannels;
+  const plane = h * w;
+  const noise = gaussianNoise(seed, channels * plane);
+  const sigma0 = sched.sigmas[0]!;
+  const x = new Float32Array(noise.length);
+  const keep = plan.edit ? invert(latentMask(plan.edit.mask, plan.width, plan.height, pipeline.info.vaeFactor)) : undefined;
+  if (plan.edit && init) {
+    // Kept cells start from the noised original, repainted ones from noise alone.
+    for (let i = 0; i < x.length; i++) x[i] = noise[i]! * sigma0 + keep![i % plane]! * init[i]!;
+  } else if (init) {
+    for (let i = 0; i < x.length; i++) x[i] = init[i]! + noise[i]! * sigma0;
+  } else {
+    // diffusers' init_noise_sigma: σ₀ for trailing/linspace spacing, √(σ₀²+1) for leading.
+    const scale = config.timestep_spacing === 'leading' ? Math.sqrt(sigma0 * sigma0 + 1) : sigma0;
+    for (let i = 0; i < x.length; i++) x[i] = noise[i]! * scale;
+  }
+  const batch = states.batch;
+  for (let s = 0; s < sched.timesteps.length; s++) {
+    signal?.throwIfAborted();
+    const sigma = sched.sigmas[s]!;
+    const input = scaleInput(x, sigma, new Float32Array(x.length * batch));
+    if (batch === 2) input.copyWithin(x.length, 0, x.length);
+    const output = await pipeline.predict(input, [batch, channels, h, w], sched.timesteps[s]!, states);
+    const eps = batch === 2 ? guide(output, x.length, plan.guidance) : output;
+    const next = sched.sigmas[s + 1]!;
+    eulerStep(x, eps, sigma, next, config.prediction_type);
+    if (keep && init) {
+      for (let i = 0; i < x.length; i++) {
+        const k = keep[i % plane]!;
+        if (k > 0) x[i] = (1 - k) * x[i]! + k * (init[i]! + noise[i]! * next);
+      }
+    }
+    onStep(s + 1);
+  }
+  return x;
+}
+
+/** ε = ε_uncond + g·(ε_cond − ε_uncond) from a batch of two predictions. */
+function guide(output: Float32Array, size: number, scale: number): Float32Array {
+  const eps = new Float32Array(size);
+  for (let i = 0; i < size; i++) eps[i] = output[i]! + scale * (output[size + i]! - output[i]!);
+  return eps;
+}
+
+function invert(mask: Float32Array): Float32Array {
+  return mask.map((v) => 1 - v);
+}

@@ -1,5 +1,5 @@
 import { Engine as CoreEngine, type EngineOptions } from './core/engine.js';
-import type { LoaderTable } from './core/loader.js';
+import type { LoaderTable, PreparerTable } from './core/loader.js';
 
 /**
  * The composition root: the one module that knows the model families. It
@@ -31,9 +31,14 @@ export const defaultLoaders: LoaderTable = {
   'sherpa:tts': () => import('./families/sherpa-voices/tts.js').then((m) => m.sherpaTtsLoader),
 };
 
+/** Install-time work (`lserve pull`), keyed like the loaders. */
+export const defaultPreparers: PreparerTable = {
+  'onnx:image': () => import('./families/stable-diffusion/prepare.js').then((m) => m.imagePreparer),
+};
+
 /** The engine with this build's loaders (any option, `loaders` included, may still be overridden). */
 export class Engine extends CoreEngine {
   constructor(options: Partial<EngineOptions> = {}) {
-    super({ loaders: defaultLoaders, ...options });
+    super({ loaders: defaultLoaders, preparers: defaultPreparers, ...options });
   }
 }

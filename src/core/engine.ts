@@ -4,7 +4,7 @@ import { Catalog, DEFAULT_CATALOG_PATH, isBundled, type ModelKind } from './cata
 import { InvalidRequestError, ModelNotFoundError, ServerError } from './errors.js';
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
-import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable } from './loader.js';
+import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
 
 /**
  * The one engine instance that `serve` and every CLI command create and pass
@@ -26,6 +26,8 @@ export interface EngineOptions {
   /** Context sizes the user asked for (`--ctx-size`). */
   contextSizes: ContextSizes;
   loaders: LoaderTable;
+  /** Install-time work per `${backend}:${kind}` (`lserve pull`); from the composition root too. */
+  preparers: PreparerTable;
   log: (message: string) => void;
 }
 
@@ -43,6 +45,7 @@ export function defaultEngineOptions(): EngineOptions {
     contextSizes: { models: {} },
     // The composition root (src/compose.ts) hands the engine this build's loaders.
     loaders: {},
+    preparers: {},
     log: () => {},
   };
 }
@@ -118,6 +121,12 @@ export class Engine {
     } finally {
       lease.release();
     }
+  }
+
+  /** Runs the install-time preparation of a model's family, when it has one (`lserve pull`); resolves to the model as installed afterwards. */
+  async prepare(installed: InstalledModel, say?: (line: string) => void): Promise<InstalledModel> {
+    const preparer = this.options.preparers[loaderKey(installed.entry.backend, installed.entry.kind)];
+    return preparer ? (await preparer()).prepare(this.store, installed, say) : installed;
   }
 
   async close(): Promise<void> {

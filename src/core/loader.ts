@@ -1,4 +1,4 @@
-import type { InstalledModel } from './store.js';
+import type { InstalledModel, ModelStore } from './store.js';
 
 /**
  * The contract between the engine and a runtime. A backend module exports a
@@ -39,6 +39,18 @@ export interface Loader<M extends LoadedModel = LoadedModel> {
 
 /** Loaders keyed by `${backend}:${kind}`, e.g. `onnx:ocr` or `llama:chat`. */
 export type LoaderTable = Record<string, () => Promise<Loader>>;
+
+/**
+ * Work a family does once when one of its models is installed (`lserve pull`),
+ * e.g. converting graphs beside the model; resolves to the model as installed
+ * afterwards.
+ */
+export interface Preparer {
+  prepare(store: ModelStore, model: InstalledModel, say?: (line: string) => void): Promise<InstalledModel>;
+}
+
+/** Preparers keyed like loaders; most kinds have none. */
+export type PreparerTable = Record<string, () => Promise<Preparer>>;
 
 export function loaderKey(backend: string, kind: string): string {
   return `${backend}:${kind}`;

@@ -6,7 +6,6 @@ import { MODEL_KINDS, isBundled, type ModelKind } from '../../core/catalog.js';
 import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
 import type { Engine } from '../../core/engine.js';
 import { StoreError } from '../../core/errors.js';
-import { prepareImageModel } from '../../families/stable-diffusion/prepare.js';
 import { formatBytes } from '../../core/units.js';
 import { createEngine, globalOptions, positiveInt } from '../context.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
@@ -95,7 +94,7 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     const width = Math.max(...Object.keys(model.entry.files).map((r) => r.length));
     for (const [role, spec] of Object.entries(model.entry.files)) say(`  ${role.padEnd(width)}  ${spec.path ?? model.files[role]}`);
     say('The files are used in place: keep the directory where it is.');
-    await prepareImageModel(engine.store, model, say);
+    await engine.prepare(model, say);
     return;
   }
 
@@ -131,15 +130,15 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   const { model } = result;
   if (result.alreadyInstalled) {
     say(`${model.id} is already installed (${formatBytes(model.sizeBytes)}) in ${engine.store.modelDir(model.id)}`);
-    await prepareImageModel(engine.store, model, say);
+    await engine.prepare(model, say);
     return;
   }
   const seconds = (Date.now() - started) / 1000;
   const rate = seconds > 0 ? ` at ${formatBytes(result.downloadedBytes / seconds)}/s` : '';
   say(`Pulled ${model.id} (${model.entry.kind}, ${formatBytes(model.sizeBytes)}) into ${engine.store.modelDir(model.id)}`);
   if (result.downloadedBytes > 0) say(`Downloaded ${formatBytes(result.downloadedBytes)} in ${formatDuration(seconds)}${rate}`);
-  // Image models: fp16 graphs are converted to fp32 once, here (see families/stable-diffusion/prepare.ts).
-  await prepareImageModel(engine.store, model, say);
+  // Image models: fp16 graphs are converted to fp32 once, here (engine.prepare: families/stable-diffusion/prepare.ts).
+  await engine.prepare(model, say);
 }
 
 /** A path to the user's own file: anything that exists, or looks like a path or a model file. */

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { GRAPH_ROLES } from './roles.js';
+import type { Preparer } from '../../core/loader.js';
 import { MANIFEST, type Manifest, type InstalledModel, type ModelStore } from '../../core/store.js';
 
 /**
@@ -48,3 +49,6 @@ export async function prepareImageModel(store: ModelStore, installed: InstalledM
   await store.writeManifest(installed.id, manifest);
   return (await store.resolve(installed.id)) ?? installed;
 }
+
+/** The `onnx:image` preparer (src/compose.ts). */
+export const imagePreparer: Preparer = { prepare: prepareImageModel };

@@ -211,7 +211,9 @@ describe('pullModel against a local hub mirror', () => {
     await mirror.put(REPO, 'shared.bin', big, { linkedEtag: true });
     const store = storeWith(entry('shared', { model: { repo: REPO, path: 'shared.bin' } }));
     const events: PullEvent[] = [];
-    const [a, b] = await Promise.all([pullModel(store, 'shared'), pullModel(store, 'shared', { onProgress: (e) => events.push(e) })]);
+    // Either pull may take the lock first: the other one waits.
+    const onProgress = (e: PullEvent) => events.push(e);
+    const [a, b] = await Promise.all([pullModel(store, 'shared', { onProgress }), pullModel(store, 'shared', { onProgress })]);
     expect(mirror.requests).toHaveLength(1);
     expect([a.alreadyInstalled, b.alreadyInstalled].sort()).toEqual([false, true]);
     expect(events.some((e) => e.type === 'waiting')).toBe(true);

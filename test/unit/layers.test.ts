@@ -1,0 +1,323 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * The import rules of docs/architecture.md, checked over every module under
+ * src/. Arrows point from importer to imported:
+ *
+ *   cli, http → api, core/tasks → core          (adapters call tasks)
+ *   compose   → families → core/tasks' interfaces, runtimes, audio, image, core
+ *   runtimes  → core                             (nothing points back up)
+ *
+ * Every kind of import counts, because each one ties two modules together:
+ * static `import`, `import type`, `export … from`, dynamic `import()` and
+ * `typeof import()`. Package imports are ignored; relative specifiers written
+ * with `.js` are resolved to the `.ts`/`.tsx` source.
+ *
+ * The checkers (`findCycles`, `layerViolations`) are pure functions over an
+ * edge list, so the second `describe` feeds them a hand-made broken graph to
+ * show that they really report what they are meant to.
+ */
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** One import: `from` imports `to` (both repo-relative, `src/...`) at `line` of `from`. */
+interface Edge {
+  from: string;
+  to: string;
+  line: number;
+}
+
+// ─── Reading the imports ────────────────────────────────────────────────────
+
+/**
+ * Every relative module specifier in a source text, with its line. TypeScript's
+ * own import scanner (`preProcessFile`, what its language service uses to find
+ * a file's dependencies) sees every syntax — `import`, `import type`,
+ * `export … from`, `import()`, `typeof import()` — and skips comments and
+ * strings; it is several times faster than building a full syntax tree.
+ */
+function importsOf(text: string): { spec: string; line: number }[] {
+  return ts
+    .preProcessFile(text, true, false)
+    .importedFiles.filter((f) => f.fileName.startsWith('.'))
+    .map((f) => ({ spec: f.fileName, line: text.slice(0, f.pos).split('\n').length }));
+}
+
+/** The .ts/.tsx/.mts files under `dir`, repo-relative with `/` separators, sorted. */
+function sourceFiles(dir: string): string[] {
+  const files: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, e.name);
+    if (e.isDirectory()) files.push(...sourceFiles(full));
+    else if (/\.(ts|tsx|mts)$/.test(e.name) && !e.name.endsWith('.d.ts')) files.push(path.relative(ROOT, full).split(path.sep).join('/'));
+  }
+  return files.sort();
+}
+
+/** The import graph of src/: its files, its edges, and relative specifiers that resolve to nothing. */
+function srcGraph(): { files: string[]; edges: Edge[]; unresolved: string[] } {
+  const files = sourceFiles(path.join(ROOT, 'src'));
+  const known = new Set(files);
+  const edges: Edge[] = [];
+  const unresolved: string[] = [];
+  for (const from of files) {
+    for (const { spec, line } of importsOf(readFileSync(path.join(ROOT, from), 'utf8'))) {
+      const base = path.posix.join(path.posix.dirname(from), spec);
+      // NodeNext: `./x.js` is written for the source `./x.ts` (or `.tsx`).
+      const candidates = [base.replace(/\.js$/, '.ts'), base.replace(/\.js$/, '.tsx'), base.replace(/\.mjs$/, '.mts'), base.replace(/\.jsx$/, '.tsx'), base];
+      const to = candidates.find((c) => known.has(c));
+      if (to) edges.push({ from, to, line });
+      // A file outside src/ (none today) is no layer's concern; a missing one means a misread import.
+      else if (!candidates.some((c) => existsSync(path.join(ROOT, c)))) unresolved.push(`${from}:${line} → ${spec}`);
+    }
+  }
+  return { files, edges, unresolved };
+}
+
+// ─── Cycles ─────────────────────────────────────────────────────────────────
+
+/**
+ * Import cycles, one per strongly connected component (Tarjan), each given as
+ * a shortest closed path through the component's first file, followed by the
+ * other files of the component when the path does not visit them all.
+ */
+function findCycles(edges: readonly Edge[]): string[] {
+  const adj = new Map<string, string[]>();
+  for (const { from, to } of edges) {
+    if (!adj.has(from)) adj.set(from, []);
+    if (!adj.has(to)) adj.set(to, []);
+    adj.get(from)!.push(to);
+  }
+  const nodes = [...adj.keys()].sort();
+  for (const n of nodes) adj.get(n)!.sort();
+
+  let counter = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const strongConnect = (v: string): void => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of adj.get(v)!) {
+      if (!index.has(w)) {
+        strongConnect(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) {
+        low.set(v, Math.min(low.get(v)!, index.get(w)!));
+      }
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      if (component.length > 1 || adj.get(v)!.includes(v)) components.push(component.sort());
+    }
+  };
+  for (const v of nodes) if (!index.has(v)) strongConnect(v);
+
+  return components.map((component) => {
+    const inside = new Set(component);
+    const start = component[0];
+    // Breadth-first from `start` back to itself, staying inside the component.
+    const previous = new Map<string, string>();
+    const queue = [start];
+    while (queue.length > 0 && !previous.has(start)) {
+      const v = queue.shift()!;
+      for (const w of adj.get(v)!) {
+        if (inside.has(w) && !previous.has(w)) {
+          previous.set(w, v);
+          queue.push(w);
+        }
+      }
+    }
+    const loop = [start];
+    for (let v = previous.get(start)!; v !== start; v = previous.get(v)!) loop.unshift(v);
+    loop.unshift(start);
+    const rest = component.filter((f) => !loop.includes(f));
+    return loop.join(' → ') + (rest.length ? `  (same cycle group: ${rest.join(', ')})` : '');
+  });
+}
+
+// ─── Layers ─────────────────────────────────────────────────────────────────
+
+/** The layer a file of src/ belongs to: `core`, `core/tasks`, `families/<name>`, `runtimes/<name>`, … */
+function layerOf(file: string): string {
+  if (file === 'src/compose.ts') return 'compose';
+  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|audio|image)\//.exec(file);
+  return m ? m[1] : 'unknown';
+}
+
+const isFamily = (layer: string) => layer.startsWith('families/');
+const isRuntime = (layer: string) => layer.startsWith('runtimes/');
+
+/**
+ * The core modules shared processing may use. docs/architecture.md allows
+ * core's errors and units (today audio/ and image/ only use errors). Both are
+ * leaves (see the rule below), so this cannot pull the rest of core — the
+ * catalog, store, engine — into audio/ or image/.
+ */
+const SHARED_CORE = new Set(['src/core/errors.ts', 'src/core/units.ts']);
+
+interface Rule {
+  /** Which importers the rule is about. */
+  applies: (fromLayer: string, fromFile: string) => boolean;
+  /** Whether importing `toFile` (in `toLayer`) breaks it. */
+  forbids: (toLayer: string, toFile: string, fromLayer: string) => boolean;
+  why: string;
+}
+
+const RULES: Rule[] = [
+  {
+    // The engine is handed its loaders by compose.ts; it never reaches for them.
+    applies: (from) => from === 'core' || from === 'core/tasks',
+    forbids: (to) => isFamily(to) || isRuntime(to) || to === 'compose',
+    why: 'core and its tasks import no family, runtime or composition root',
+  },
+  {
+    // A runtime is a thin layer over a backend and knows no model family.
+    applies: (from) => isRuntime(from),
+    forbids: (to) => isFamily(to) || to === 'compose',
+    why: 'a runtime imports no family and not the composition root',
+  },
+  {
+    // Families are independent plug-ins; what two of them share lives in a task, runtime, audio/ or image/.
+    applies: (from) => isFamily(from),
+    forbids: (to, _file, from) => (isFamily(to) && to !== from) || to === 'compose',
+    why: 'a family imports no other family and not the composition root',
+  },
+  {
+    // The CLI entry calls compose.ts to build the engine; commands reach models only through tasks.
+    applies: (from) => from === 'cli',
+    forbids: (to) => isFamily(to) || isRuntime(to),
+    why: 'cli/ imports no family or runtime (only through compose.ts)',
+  },
+  {
+    // The server is handed a ready engine by the CLI.
+    applies: (from) => from === 'http',
+    forbids: (to) => isFamily(to) || isRuntime(to) || to === 'compose',
+    why: 'http/ imports no family, runtime or composition root',
+  },
+  {
+    // Wire types and request schemas: below the adapters, beside the tasks.
+    applies: (from) => from === 'api',
+    forbids: (to) => isFamily(to) || isRuntime(to) || ['compose', 'cli', 'http'].includes(to),
+    why: 'api/ imports no family, runtime, composition root, cli/ or http/',
+  },
+  {
+    // Shared codecs and signal / image processing: usable by every family and adapter.
+    applies: (from) => from === 'audio' || from === 'image',
+    forbids: (to, file, from) => to !== from && !SHARED_CORE.has(file),
+    why: 'audio/ and image/ import only themselves and core/errors.ts, core/units.ts',
+  },
+  {
+    // Keeps the previous rule honest: what audio/ and image/ may import depends on nothing.
+    applies: (_from, file) => SHARED_CORE.has(file),
+    forbids: () => true,
+    why: 'core/errors.ts and core/units.ts import nothing from src/',
+  },
+];
+
+/** Every edge that breaks a layer rule, as `file:line → target  (rule)`. */
+function layerViolations(edges: readonly Edge[]): string[] {
+  const broken: string[] = [];
+  for (const e of edges) {
+    const from = layerOf(e.from);
+    const to = layerOf(e.to);
+    for (const rule of RULES) {
+      if (rule.applies(from, e.from) && rule.forbids(to, e.to, from)) {
+        broken.push(`${e.from}:${e.line} → ${e.to}  (${rule.why})`);
+      }
+    }
+  }
+  return broken;
+}
+
+// ─── Tests ──────────────────────────────────────────────────────────────────
+
+describe('src/ import graph', () => {
+  let graph: ReturnType<typeof srcGraph>;
+  beforeAll(() => {
+    graph = srcGraph();
+  });
+
+  it('reads every import (else a rule could pass by not seeing an edge)', () => {
+    expect(graph.unresolved).toEqual([]);
+    expect(graph.edges.length).toBeGreaterThan(100);
+    // compose.ts loads the families with import(): those edges are seen too.
+    expect(graph.edges.some((e) => e.from === 'src/compose.ts' && isFamily(layerOf(e.to)))).toBe(true);
+  });
+
+  it('puts every file in a known layer (a new folder needs a rule here and in docs/architecture.md)', () => {
+    expect(graph.files.filter((f) => layerOf(f) === 'unknown')).toEqual([]);
+  });
+
+  it('has no import cycle (type-only imports count)', () => {
+    expect(findCycles(graph.edges)).toEqual([]);
+  });
+
+  it('keeps the layer rules of docs/architecture.md', () => {
+    expect(layerViolations(graph.edges)).toEqual([]);
+  });
+});
+
+describe('the checkers themselves', () => {
+  it('find relative imports of every syntax, with their lines', () => {
+    const text = [
+      "import { a } from './a.js';",
+      "import type { B } from './b.js';",
+      "export { c } from './c.js';",
+      "import fs from 'node:fs';",
+      "// import { no } from './comment.js';",
+      "const d = () => import('./d.js');",
+      "let e: Promise<typeof import('./e.js').E>;",
+      "const s = \"import('./string.js')\";",
+      "export * from '../f.js';",
+      'function g() {',
+      "  return import(",
+      "    './g.js');",
+      '}',
+    ].join('\n');
+    expect(importsOf(text)).toEqual([
+      { spec: './a.js', line: 1 },
+      { spec: './b.js', line: 2 },
+      { spec: './c.js', line: 3 },
+      { spec: './d.js', line: 6 },
+      { spec: './e.js', line: 7 },
+      { spec: '../f.js', line: 9 },
+      { spec: './g.js', line: 12 },
+    ]);
+  });
+
+  it('report a cycle and a forbidden import in a hand-made graph', () => {
+    const edges: Edge[] = [
+      // A cycle inside core …
+      { from: 'src/core/engine.ts', to: 'src/core/manager.ts', line: 3 },
+      { from: 'src/core/manager.ts', to: 'src/core/loader.ts', line: 7 },
+      { from: 'src/core/loader.ts', to: 'src/core/engine.ts', line: 2 },
+      // … and edges that break layer rules.
+      { from: 'src/families/whisper/model.ts', to: 'src/families/llama/chat.ts', line: 12 },
+      { from: 'src/image/decode.ts', to: 'src/core/catalog.ts', line: 4 },
+      // Allowed: a family using a runtime, audio/ using core/errors, cli/ using compose.
+      { from: 'src/families/whisper/model.ts', to: 'src/runtimes/onnx/session.ts', line: 1 },
+      { from: 'src/audio/decode.ts', to: 'src/core/errors.ts', line: 2 },
+      { from: 'src/cli/main.ts', to: 'src/compose.ts', line: 5 },
+    ];
+    expect(findCycles(edges)).toEqual(['src/core/engine.ts → src/core/manager.ts → src/core/loader.ts → src/core/engine.ts']);
+    expect(layerViolations(edges)).toEqual([
+      'src/families/whisper/model.ts:12 → src/families/llama/chat.ts  (a family imports no other family and not the composition root)',
+      'src/image/decode.ts:4 → src/core/catalog.ts  (audio/ and image/ import only themselves and core/errors.ts, core/units.ts)',
+    ]);
+  });
+});

@@ -231,6 +231,37 @@ describe('word timestamps (timestamp_granularities[]=word)', () => {
   });
 });
 
+describe('one transcription at a time per model, with a bounded line', () => {
+  let queued: TestServer;
+
+  beforeAll(async () => {
+    queued = await startTestServer({ engine: { maxQueue: 1 } });
+    await queued.engine.store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-q' });
+  });
+
+  afterAll(async () => {
+    await queued?.stop();
+  });
+
+  it('runs one, lets --max-queue wait, answers 503 beyond, and serves the next one after', async () => {
+    const fields = { model: 'whisper-q', language: 'en', temperature: '0.5' };
+    const first = postFormTo(queued, fields, speech);
+    // The first holds the model (its load included) before the others arrive.
+    for (let i = 0; !queued.engine.manager.loaded().some((m) => m.id === 'whisper-q' && m.activeRequests > 0); i++) {
+      if (i > 1500) throw new Error('the first transcription never started');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const second = postFormTo(queued, fields, speech);
+    await new Promise((r) => setTimeout(r, 300));
+    const third = await postFormTo(queued, fields, speech);
+    expect(third.status).toBe(503);
+    expect(((await third.json()) as { error: { type: string } }).error.type).toBe('overloaded_error');
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+    expect((await postFormTo(queued, fields, speech)).status).toBe(200);
+  });
+});
+
 async function postFormTo(target: TestServer, fields: Record<string, string | string[]>, audio: Uint8Array): Promise<Response> {
   const form = new FormData();
   form.append('file', new Blob([audio]), 'speech.wav');

@@ -69,8 +69,10 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
           { param: 'timestamp_granularities' },
         );
       }
-      const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples, signal)) : undefined;
-      const result = await runtime.transcribe(audio.samples, { ...request, regions }, signal);
+      const result = await runtime.queue.run(async () => {
+        const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples, signal)) : undefined;
+        return runtime.transcribe(audio.samples, { ...request, regions }, signal);
+      }, signal);
       return { ...result, model: installed.id };
     },
     { keepAliveMs: request.keepAliveMs },

@@ -9,7 +9,7 @@ import type { InstalledModel } from '../../core/store.js';
 import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { ClipTokenizer } from './clip-tokenizer.js';
 import { DiffusionPipeline, LatentDecoder } from './pipeline.js';
-import { JobQueue } from '../../core/tasks/image/queue.js';
+import { JobQueue } from '../../core/job-queue.js';
 import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER_ROLE } from './roles.js';
 
 /**

@@ -7,6 +7,7 @@ import type { InstalledModel } from '../../core/store.js';
 import type { SpeechDetector, Transcriber, Transcription, TranscriptionOptions } from '../../core/tasks/transcribe/transcriber.js';
 import type { EncodedWindow, WhisperDecoder, WhisperRuntime, WhisperVocabulary } from './decode.js';
 import { transcribeSamples } from './longform.js';
+import { JobQueue } from '../../core/job-queue.js';
 import { OnnxSession, type Feed, type Tensor } from '../../runtimes/onnx/session.js';
 
 /**
@@ -188,6 +189,7 @@ export class OnnxWhisper implements WhisperRuntime, Transcriber {
     dModel: number,
     readonly memoryBytes: number,
     readonly vad: VoiceActivityDetector,
+    readonly queue: JobQueue,
     alignment: { heads?: number[][]; medianFilterWidth?: number } = {},
   ) {
     this.layers = decoderSession.inputNames.filter((n) => /^past_key_values\.\d+\.decoder\.key$/.test(n)).length;
@@ -310,7 +312,7 @@ async function load(installed: InstalledModel, options: LoadOptions, loadVad: ()
   const sizes = await Promise.all([files.encoder, files.decoder].map(async (f) => (await stat(f)).size));
   // ORT holds the weights plus working buffers: about twice the files.
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
-  return new OnnxWhisper(encoder, decoder, tokenizer, vocabulary, new LogMel({ ...WHISPER_MEL, nMels }), config.max_target_positions ?? 448, heads, dModel, memoryBytes, vad, {
+  return new OnnxWhisper(encoder, decoder, tokenizer, vocabulary, new LogMel({ ...WHISPER_MEL, nMels }), config.max_target_positions ?? 448, heads, dModel, memoryBytes, vad, new JobQueue(options.maxQueue ?? 16, `Speech recognition model '${id}'`), {
     heads: generation.alignment_heads,
     medianFilterWidth: config.median_filter_width,
   });

@@ -2,7 +2,7 @@ import type { OutputFormat } from '../../../image/rgba.js';
 import type { LoadedModel } from '../../loader.js';
 import type { InstalledModel } from '../../store.js';
 import type { ImageModelSettings } from './options.js';
-import type { JobQueue } from './queue.js';
+import type { JobQueue } from '../../job-queue.js';
 
 /**
  * The contract between the image task (core/tasks/image.ts) and an image

@@ -1,3 +1,4 @@
+import type { JobQueue } from '../../job-queue.js';
 import type { LoadedModel } from '../../loader.js';
 
 /**
@@ -70,5 +71,7 @@ export interface Transcriber extends LoadedModel {
   readonly wordTimestamps: boolean;
   /** Voice activity detection for long uploads: the task transcribes only the speech it finds. */
   readonly vad?: SpeechDetector;
+  /** Transcriptions run one at a time per model, with a bounded line (`--max-queue`, then 503). */
+  readonly queue: JobQueue;
   transcribe(samples: Float32Array, options: TranscriptionOptions, signal: AbortSignal): Promise<Transcription>;
 }

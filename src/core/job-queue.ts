@@ -1,9 +1,10 @@
-import { OverloadedError } from '../../errors.js';
+import { OverloadedError } from './errors.js';
 
 /**
  * One job at a time per model, first come first served, with a bounded line:
- * a diffusion model computes one image at full CPU; running two at once only
- * makes both slower. A job beyond `maxWaiting` is refused at once with
+ * a diffusion model computes one image, a Whisper model one transcription, at
+ * full CPU; running two at once only makes both slower (and, unbounded, lets
+ * requests pile up without limit). A job beyond `maxWaiting` is refused at once with
  * OverloadedError (503); a waiting job whose signal aborts (its client left)
  * leaves the line without running.
  */
@@ -29,7 +30,7 @@ export class JobQueue {
     signal?.throwIfAborted();
     if (this.running) {
       if (this.waiting.length >= this.maxWaiting) {
-        throw new OverloadedError(`${this.what} is busy with ${this.waiting.length + 1} image requests (${this.maxWaiting} may wait). Retry later.`);
+        throw new OverloadedError(`${this.what} is busy with ${this.waiting.length + 1} requests (${this.maxWaiting} may wait). Retry later.`);
       }
       await new Promise<void>((resolve, reject) => {
         const entry = {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { OverloadedError } from '../../src/core/errors.js';
-import { JobQueue } from '../../src/core/tasks/image/queue.js';
+import { JobQueue } from '../../src/core/job-queue.js';
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;

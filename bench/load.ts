@@ -32,6 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { seededRandom } from '../test/fixtures/gguf/format.js';
 import { writeFixtures } from '../test/fixtures/index.js';
 import { allOps, http, loadInputs, type Models, type Op, type Result } from './load/ops.js';
 import { commandOf, MemorySampler, snapshot, type MemorySnapshot, type ProcInfo } from './load/proc.js';
@@ -70,17 +71,6 @@ for (const [name, value] of Object.entries({ minutes, clients, seed, 'per-route'
 }
 if (process.platform !== 'linux') throw new Error('bench/load.ts reads /proc: Linux only');
 
-/** mulberry32: small, seedable, good enough to pick routes. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const mib = (kib: number) => `${(kib / 1024).toFixed(0)} MiB`;
@@ -261,7 +251,7 @@ async function main(): Promise<void> {
 
     // 2. One request of each kind, uncut, with the RSS after it.
     const baseline: Array<{ kind: string; outcome: string; ms: number; memory: Omit<MemorySnapshot, 'children'> & { childCount: number } }> = [];
-    const firstRng = prng(seed * 7919 + 1);
+    const firstRng = seededRandom(seed * 7919 + 1);
     log('\nFirst request of each kind (RSS 1 s after it: server + children = total):');
     for (const op of ops) {
       const t0 = performance.now();
@@ -295,7 +285,7 @@ async function main(): Promise<void> {
     progress.unref();
     await Promise.all(
       Array.from({ length: clients }, async (_, k) => {
-        const rng = prng(seed * 1_000_003 + k + 17);
+        const rng = seededRandom(seed * 1_000_003 + k + 17);
         for (let n = 0; n < maxPerClient && Date.now() < deadline && !server!.exited; n++) {
           const free = routes.filter((r) => (busy.get(r) ?? 0) < perRoute);
           const open = free.length ? free : routes;
@@ -323,7 +313,7 @@ async function main(): Promise<void> {
     const final = sampler.sample();
     sampler.stop();
     const checks: Array<{ kind: string; outcome: string; ms: number }> = [];
-    const checkRng = prng(seed * 7919 + 2);
+    const checkRng = seededRandom(seed * 7919 + 2);
     const probe = async (kind: string, run: () => Promise<Result>) => {
       const t0 = performance.now();
       const r = await run();

@@ -1,4 +1,3 @@
-import { deflateSync } from 'node:zlib';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_CHAT_MESSAGES, MAX_LOGIT_BIAS_ENTRIES, MAX_OUTPUT_TOKENS, MAX_STOP_SEQUENCES, MAX_TOOLS } from '../../src/api/chat.js';
@@ -15,6 +14,7 @@ import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
 import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
 import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
 import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
+import { pngHeader } from '../helpers/png.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
@@ -68,30 +68,6 @@ const chatBody = (model: string, extra: Record<string, unknown>) => ({ model, me
 const anthropicBody = (model: string, extra: Record<string, unknown>) => ({ model, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }], ...extra });
 const imageBody = (model: string, extra: Record<string, unknown>) => ({ model, prompt: 'a fox', size: '64x64', ...extra });
 
-/** A tiny PNG whose header declares `width`x`height` (a decompression-bomb shape: 69 bytes for 10 gigapixels). */
-function pngHeader(width: number, height: number): Buffer {
-  const crc32 = (buf: Buffer) => {
-    let crc = 0xffffffff;
-    for (const byte of buf) {
-      crc ^= byte;
-      for (let k = 0; k < 8; k++) crc = crc & 1 ? (crc >>> 1) ^ 0xedb88320 : crc >>> 1;
-    }
-    return (crc ^ 0xffffffff) >>> 0;
-  };
-  const chunk = (type: string, data: Buffer) => {
-    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-    const out = Buffer.alloc(12 + data.length);
-    out.writeUInt32BE(data.length, 0);
-    body.copy(out, 4);
-    out.writeUInt32BE(crc32(body), 8 + data.length);
-    return out;
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(64))), chunk('IEND', Buffer.alloc(0))]);
-}
 
 const bomb = pngHeader(100_000, 100_000).toString('base64');
 const megapixels = (pixels: number) => `${(pixels / 1e6).toFixed(1)} MP`;

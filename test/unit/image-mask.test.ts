@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { alphaMask, composite, featherMask, latentMask, repaintMask } from '../../src/image/mask.js';
+import { alphaMask, binarizeMask, composite, edgeFeather, latentMask, maskedPixels, pasteWeight, repaintMask } from '../../src/image/mask.js';
 import { gaussianNoise, seedOf } from '../../src/families/stable-diffusion/noise.js';
 import type { RgbaImage } from '../../src/image/rgba.js';
 
@@ -23,6 +23,16 @@ describe('masks', () => {
     expect(alphaMask(rgba(2, 2, () => [1, 2, 3, 255]))).toBeUndefined();
     expect(alphaMask(rgba(2, 2, () => [1, 2, 3, 255], false))).toBeUndefined();
     expect([...alphaMask(rgba(2, 1, (x) => [1, 2, 3, x ? 255 : 0]))!]).toEqual([1, 0]);
+    // Barely transparent (alpha 200) is not transparent enough to repaint.
+    expect(alphaMask(rgba(2, 2, () => [1, 2, 3, 200]))).toBeUndefined();
+  });
+
+  it('binarises at 50% as diffusers does: alpha below 128, or luminance from 50%, repaints', () => {
+    const alpha = rgba(4, 1, (x) => [0, 0, 0, [0, 127, 128, 255][x]!]);
+    expect([...binarizeMask(repaintMask(alpha))]).toEqual([1, 1, 0, 0]);
+    const grey = rgba(4, 1, (x) => { const v = [0, 127, 128, 255][x]!; return [v, v, v, 255]; }, false);
+    expect([...binarizeMask(repaintMask(grey))]).toEqual([0, 0, 1, 1]);
+    expect(maskedPixels(binarizeMask(repaintMask(rgba(3, 3, () => [0, 0, 0, 255], false))))).toBe(0);
   });
 
   it('marks a latent cell for repainting when any of its pixels is', () => {
@@ -31,15 +41,23 @@ describe('masks', () => {
     expect([...latentMask(mask, 16, 8, 8)]).toEqual([0, 1]);
   });
 
-  it('feathers inside the mask only: weight 0 wherever the mask is 0, 1 deep inside', () => {
+  it('pastes with weight 0 outside the mask and 1 inside, but for a narrow ramp just inside its edge', () => {
+    expect([edgeFeather(64, 64), edgeFeather(512, 512), edgeFeather(768, 512), edgeFeather(768, 768)]).toEqual([1, 3, 3, 4]);
     const width = 40;
     const mask = new Float32Array(width * width);
     for (let y = 10; y < 30; y++) for (let x = 10; x < 30; x++) mask[y * width + x] = 1;
-    const weight = featherMask(mask, width, width, 3);
+    const weight = pasteWeight(mask, width, width, 3);
     for (let i = 0; i < mask.length; i++) if (mask[i] === 0) expect(weight[i]).toBe(0);
-    expect(weight[20 * width + 20]).toBeCloseTo(1, 6);
-    expect(weight[10 * width + 20]).toBeGreaterThan(0);
-    expect(weight[10 * width + 20]).toBeLessThan(0.8);
+    // Along a row through the middle: 1/4, 2/4, 3/4 over the first three pixels inside, then 1.
+    expect([...weight.subarray(20 * width + 10, 20 * width + 16)]).toEqual([0.25, 0.5, 0.75, 1, 1, 1]);
+    expect(weight[20 * width + 29]).toBe(0.25);
+    // Everything more than the feather from the edge is wholly the new pixel: a 24-pixel hole is mostly new content.
+    let full = 0;
+    for (let i = 0; i < mask.length; i++) if (weight[i] === 1) full++;
+    expect(full).toBe(14 * 14);
+    // A mask touching the image border has no ramp there: the border is no kept pixel.
+    const edge = new Float32Array(8 * 8).fill(1);
+    expect([...pasteWeight(edge, 8, 8, 3)].every((v) => v === 1)).toBe(true);
   });
 
   it('composites: weight 0 copies the original exactly, 1 takes the generated pixel, between blends', () => {

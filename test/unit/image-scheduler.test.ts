@@ -1,6 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_STEPS } from '../../src/core/tasks/image/options.js';
-import { DEFAULT_SCHEDULER, eulerStep, maxScheduledSteps, parseSchedulerConfig, partialSchedule, scaleInput, schedule } from '../../src/families/stable-diffusion/scheduler.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import {
+  ancestralStep,
+  DEFAULT_SCHEDULER,
+  eulerStep,
+  initNoiseSigma,
+  maxScheduledSteps,
+  parseSchedulerConfig,
+  partialSchedule,
+  scaleInput,
+  schedule,
+  SchedulerConfigError,
+} from '../../src/families/stable-diffusion/scheduler.js';
 import { SD_TURBO_SCHEDULER } from '../fixtures/onnx/sd-turbo/index.js';
 
 /** The Euler sampler's numbers against diffusers' EulerDiscreteScheduler for SD-Turbo's config. */
@@ -23,7 +36,8 @@ describe('schedule', () => {
 
   it('spaces leading and linspace schedules as diffusers does', () => {
     expect(schedule({ ...config, timestep_spacing: 'leading' }, 4).timesteps).toEqual([751, 501, 251, 1]);
-    expect(schedule({ ...config, timestep_spacing: 'linspace' }, 3).timesteps).toEqual([999, 500, 0]);
+    // np.linspace(0, 999, 3) reversed: fractional, as diffusers feeds them (an integer UNet input rounds 499.5).
+    expect(schedule({ ...config, timestep_spacing: 'linspace' }, 3).timesteps).toEqual([999, 499.5, 0]);
   });
 
   it('rounds trailing timesteps half to even as numpy does (16 steps: 811, not 812)', () => {
@@ -135,6 +149,106 @@ describe('scheduler config', () => {
     expect(() => parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, prediction_type: 'sample' })).toThrow(/prediction_type 'sample'/);
     expect(() => parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, trained_betas: [0.1] })).toThrow(/trained_betas/);
   });
+
+  it.each([
+    ['_class_name', 'PNDMScheduler'],
+    ['_class_name', 'DPMSolverMultistepScheduler'],
+    ['beta_schedule', 'squaredcos_cap_v2'],
+    ['timestep_spacing', 'even'],
+    ['prediction_type', 'sample'],
+    ['rescale_betas_zero_snr', true],
+    ['use_exponential_sigmas', true],
+    ['use_beta_sigmas', true],
+    ['interpolation_type', 'log_linear'],
+    ['final_sigmas_type', 'max'],
+    ['use_karras_sigmas', 'yes'],
+    ['steps_offset', -1],
+    ['num_train_timesteps', 0],
+    ['beta_start', 'small'],
+  ])('names the key of an unsupported %s (%j)', (key, value) => {
+    let error: unknown;
+    try {
+      parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, [key]: value });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(SchedulerConfigError);
+    expect((error as SchedulerConfigError).key).toBe(key);
+    expect((error as Error).message).toContain(`unsupported ${key} `);
+  });
+
+  it('refuses continuous timesteps only with v-prediction, where they change the UNet input', () => {
+    expect(parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, timestep_type: 'continuous' }).prediction_type).toBe('epsilon');
+    expect(() => parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, timestep_type: 'continuous', prediction_type: 'v_prediction' })).toThrow(/timestep_type 'continuous'/);
+  });
+
+  it("reads Euler ancestral, Karras sigmas and sigma bounds, and fills missing keys with diffusers' defaults", () => {
+    expect(parseSchedulerConfig({ _class_name: 'EulerAncestralDiscreteScheduler', timestep_spacing: 'leading', steps_offset: 1 })).toEqual({
+      sampler: 'euler_ancestral',
+      num_train_timesteps: 1000,
+      beta_start: 0.0001,
+      beta_end: 0.02,
+      beta_schedule: 'linear',
+      timestep_spacing: 'leading',
+      steps_offset: 1,
+      prediction_type: 'epsilon',
+      use_karras_sigmas: false,
+      final_sigmas_type: 'zero',
+    });
+    const karras = parseSchedulerConfig({ ...SD_TURBO_SCHEDULER, use_karras_sigmas: true, sigma_min: 0.03, sigma_max: null, final_sigmas_type: 'sigma_min' });
+    expect(karras).toMatchObject({ sampler: 'euler', use_karras_sigmas: true, sigma_min: 0.03, final_sigmas_type: 'sigma_min' });
+    expect(karras.sigma_max).toBeUndefined();
+    // No scheduler_config.json at all: SD-Turbo's.
+    expect(parseSchedulerConfig(undefined)).toEqual(DEFAULT_SCHEDULER);
+    // Ancestral has no Karras sigmas: diffusers ignores the key for that class, and so does lserve.
+    expect(parseSchedulerConfig({ _class_name: 'EulerAncestralDiscreteScheduler', use_karras_sigmas: true, interpolation_type: 'log_linear' }).use_karras_sigmas).toBe(false);
+  });
+});
+
+/**
+ * diffusers' own tables for several configs (test/golden/schedulers.json,
+ * written by scripts/golden/schedulers.py: diffusers' set_timesteps and σ
+ * formulas re-implemented with numpy), timesteps and σ within 1e-4 relative.
+ */
+describe('golden schedules (diffusers)', () => {
+  interface GoldenCase {
+    name: string;
+    config: Record<string, unknown>;
+    steps: number;
+    strength?: number;
+    timesteps: number[];
+    sigmas: number[];
+    init_noise_sigma?: number;
+  }
+  const golden = JSON.parse(readFileSync(fileURLToPath(new URL('../golden/schedulers.json', import.meta.url)), 'utf8')) as { cases: GoldenCase[] };
+  const close = (actual: readonly number[], expected: readonly number[], what: string) => {
+    expect(actual, what).toHaveLength(expected.length);
+    expected.forEach((e, i) => {
+      const a = actual[i]!;
+      if (Math.abs(a - e) > 1e-4 * Math.abs(e)) expect.fail(`${what}[${i}]: ${a}, expected ${e} (relative ${Math.abs(a - e) / Math.abs(e)})`);
+    });
+  };
+
+  it('covers Euler and Euler ancestral, ε and v, every spacing, Karras sigmas, final sigma_min, img2img', () => {
+    expect(golden.cases.length).toBeGreaterThanOrEqual(30);
+    const configs = golden.cases.map((c) => parseSchedulerConfig(c.config));
+    expect(new Set(configs.map((c) => c.sampler))).toEqual(new Set(['euler', 'euler_ancestral']));
+    expect(new Set(configs.map((c) => c.timestep_spacing))).toEqual(new Set(['trailing', 'leading', 'linspace']));
+    expect(new Set(configs.map((c) => c.prediction_type))).toEqual(new Set(['epsilon', 'v_prediction']));
+    expect(new Set(configs.map((c) => c.beta_schedule))).toEqual(new Set(['scaled_linear', 'linear']));
+    expect(configs.some((c) => c.use_karras_sigmas)).toBe(true);
+    expect(configs.some((c) => c.final_sigmas_type === 'sigma_min')).toBe(true);
+    expect(golden.cases.some((c) => c.strength !== undefined)).toBe(true);
+  });
+
+  it.each(golden.cases.map((c) => [c.name, c] as const))('%s', (_, c) => {
+    const parsed = parseSchedulerConfig(c.config);
+    const sched = c.strength === undefined ? schedule(parsed, c.steps) : partialSchedule(parsed, c.steps, c.strength);
+    close(sched.timesteps, c.timesteps, 'timesteps');
+    // img2img's σ list is the tail of the full one: its final σ comes from the full schedule too.
+    close(sched.sigmas, c.sigmas, 'sigmas');
+    if (c.init_noise_sigma !== undefined) close([initNoiseSigma(parsed, sched)], [c.init_noise_sigma], 'init_noise_sigma');
+  });
 });
 
 describe('Euler step', () => {
@@ -154,6 +268,20 @@ describe('Euler step', () => {
     const v = x.map((xi, i) => (xi / (sigma * sigma + 1) - x0[i]!) * (root / sigma));
     eulerStep(x, v, sigma, 0, 'v_prediction');
     x.forEach((value, i) => expect(value).toBeCloseTo(x0[i]!, 3));
+  });
+
+  it('ancestral: σ_up of fresh noise on top of an Euler step to σ_down, and a plain Euler step to σ = 0', () => {
+    const sigmaNext = 4.0817;
+    const up = Math.sqrt((sigmaNext ** 2 * (sigma ** 2 - sigmaNext ** 2)) / sigma ** 2);
+    const down = Math.sqrt(sigmaNext ** 2 - up ** 2);
+    const fresh = Float32Array.from([0.3, -1, 0.5, 2]);
+    const x = x0.map((v, i) => v + sigma * noise[i]!);
+    const expected = x.map((v, i) => v + noise[i]! * (down - sigma) + fresh[i]! * up);
+    ancestralStep(x, noise, sigma, sigmaNext, 'epsilon', fresh);
+    x.forEach((v, i) => expect(v).toBeCloseTo(expected[i]!, 4));
+    const last = x0.map((v, i) => v + sigma * noise[i]!);
+    ancestralStep(last, noise, sigma, 0, 'epsilon', fresh);
+    last.forEach((v, i) => expect(v).toBeCloseTo(x0[i]!, 4));
   });
 
   it('scales the model input by 1/√(σ²+1)', () => {

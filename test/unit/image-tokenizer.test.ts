@@ -1,6 +1,9 @@
 import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { cleanPrompt, unescapeHtml } from '../../src/families/stable-diffusion/clip-text.js';
 import { CLIP_CONTEXT, ClipTokenizer } from '../../src/families/stable-diffusion/clip-tokenizer.js';
 import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
 
@@ -48,5 +51,39 @@ describe('CLIP tokenizer', () => {
     expect(long.ids[76]).toBe(49407);
     expect(long.kept!.split(' ').length).toBeLessThan(100);
     expect('word '.repeat(100).startsWith(long.kept!)).toBe(true);
+  });
+});
+
+/**
+ * Prompt cleaning as CLIP's reference tokenizer does it (OpenAI CLIP's
+ * simple_tokenizer: ftfy.fix_text, html.unescape twice, whitespace runs to one
+ * space, strip, lower case). test/golden/clip-tokens.json was written by
+ * scripts/golden/clip_tokens.py with the real ftfy and Python's html module,
+ * the BPE over the fixture's vocabulary cross-checked with Hugging Face's
+ * CLIPTokenizer.
+ */
+describe('CLIP prompt cleaning', () => {
+  const golden = JSON.parse(readFileSync(fileURLToPath(new URL('../golden/clip-tokens.json', import.meta.url)), 'utf8')) as {
+    cases: Array<{ prompt: string; cleaned: string; ids: number[] }>;
+  };
+
+  it.each(golden.cases.map((c) => [JSON.stringify(c.prompt), c] as const))('%s: the reference text and token ids', (_, c) => {
+    expect(cleanPrompt(c.prompt)).toBe(c.cleaned);
+    const { ids } = tokenizer.encode(c.prompt);
+    const end = ids.indexOf(tokenizer.eos);
+    expect([...ids.slice(1, end)]).toEqual(c.ids);
+  });
+
+  it('unescapes entities twice (&amp;amp; → &), collapses and strips whitespace, lower-cases', () => {
+    expect(cleanPrompt('  A&amp;amp;B \t\n  C&nbsp;D  ')).toBe('a&b c d');
+    expect(cleanPrompt('&amp;amp;amp;')).toBe('&');
+    // Inside a line with '<' ftfy leaves entities alone; html.unescape still decodes two levels.
+    expect(cleanPrompt('<b> &amp;amp;amp;')).toBe('<b> &amp;');
+    expect(tokenizer.encode('fish &amp; chips').ids).toEqual(tokenizer.encode('Fish   & CHIPS').ids);
+  });
+
+  it("decodes references with Python's html.unescape rules", () => {
+    expect(unescapeHtml('&#65;&#x42;&#x80;&#0;&#xD800;&#1;&#x110000;')).toBe('AB€\ufffd\ufffd\ufffd');
+    expect(unescapeHtml('&ampfoo &notit; &unknown; &lt')).toBe('&foo ¬it; &unknown; <');
   });
 });

@@ -39,7 +39,7 @@ export function imagineCommand(): Command {
     .option('--init <image>', 'start from this image (png, jpeg, webp, …; - for stdin)')
     .option('--strength <0-1>', 'with --init: how much to repaint, 0 keeps the image, 1 ignores it (default 0.5)')
     .option('--mask <image>', 'with --init: repaint only where this mask is transparent (or white, for a mask without alpha)')
-    .option('--negative <prompt>', 'what to steer away from (needs --guidance above 1)')
+    .option('--negative <prompt>', 'what to steer away from (used only with --guidance above 1)')
     .option('--guidance <scale>', 'classifier-free guidance scale (SD-Turbo: 0, none)')
     .option('--vae <id>', 'decode with this latent decoder instead of the full VAE (e.g. taesd: much faster, less detail)')
     .addOption(new Option('--format <format>', 'image format (default: from the -o extension, else png)').choices(OUTPUT_FORMATS))

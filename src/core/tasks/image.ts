@@ -5,7 +5,7 @@ import type { Engine } from '../engine.js';
 import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
 import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
-import { alphaMask, repaintMask } from '../../image/mask.js';
+import { alphaMask, binarizeMask, maskedPixels, repaintMask } from '../../image/mask.js';
 import { checkSteps, fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseSize } from './image/options.js';
 import { isImagePipeline, isLatentDecoderModel, type GeneratedImage, type ImagePipeline, type ImagePlan, type ImageProgress, type LatentDecoderModel } from './image/pipeline.js';
 import { rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
@@ -32,6 +32,7 @@ export interface ImageRequest {
   /** Model id or alias; defaults to the installed image model. */
   model?: string;
   prompt: string;
+  /** What to steer away from: used only when guidance runs (guidanceScale > 1), accepted and unused otherwise, as in diffusers. */
   negativePrompt?: string;
   /** Images to make, 1–4. */
   n?: number;
@@ -47,7 +48,10 @@ export interface ImageRequest {
   outputCompression?: number;
   /** img2img: the starting image and how much of it to repaint (0 keeps it, 1 ignores it). */
   init?: { image: Uint8Array; strength: number; param?: string };
-  /** Inpainting: the image and a mask (transparent or white = repaint); without a mask, the image's own transparency. */
+  /**
+   * Inpainting: the image and a mask of the same size (with an alpha channel, transparent = repaint; without one,
+   * white = repaint; binarised at 50%); without a mask, the image's own transparency. A mask that marks nothing is a 400.
+   */
   edit?: { image: Uint8Array; mask?: Uint8Array; param?: string; maskParam?: string };
   /** A latent decoder model (TAESD-class) to decode with instead of the model's own VAE. */
   vae?: string;
@@ -135,12 +139,7 @@ async function planRequest(installed: InstalledModel, request: ImageRequest): Pr
   checkSteps(steps, settings.maxSteps, id);
   const guidance = request.guidanceScale ?? settings.guidanceScale;
   if (!(guidance >= 0 && guidance <= MAX_GUIDANCE_SCALE)) throw new InvalidRequestError(`'guidance_scale' must be from 0 to ${MAX_GUIDANCE_SCALE}; got ${guidance}.`, { param: 'guidance_scale', code: 'invalid_value' });
-  if (request.negativePrompt !== undefined && request.negativePrompt.trim() && guidance <= 1) {
-    throw new InvalidRequestError(
-      `'negative_prompt' needs classifier-free guidance: set 'guidance_scale' above 1 (model '${id}' defaults to ${settings.guidanceScale}${settings.guidanceScale <= 1 ? ', no guidance' : ''}).`,
-      { param: 'negative_prompt', code: 'invalid_value' },
-    );
-  }
+  // 'negative_prompt' is accepted whatever the guidance; as in diffusers, it is used only when guidance runs (> 1).
   const seed = request.seed ?? randomInt(0, 2 ** 31);
   if (!Number.isSafeInteger(seed) || seed < 0 || seed > 0xffffffff) throw new InvalidRequestError(`'seed' must be an integer from 0 to 4294967295; got ${seed}.`, { param: 'seed', code: 'invalid_value' });
   const quality = request.outputCompression ?? 90;
@@ -158,9 +157,13 @@ async function planRequest(installed: InstalledModel, request: ImageRequest): Pr
       if (request.edit.mask) {
         const maskImage = await decodeRgba(request.edit.mask, { param: maskParam, maxPixels: MAX_INPUT_PIXELS });
         if (maskImage.width !== image.width || maskImage.height !== image.height) {
-          throw new InvalidRequestError(`'${maskParam}' is ${maskImage.width}x${maskImage.height} but '${param}' is ${image.width}x${image.height}: they must be the same size.`, { param: maskParam, code: 'mask_size_mismatch' });
+          throw new InvalidRequestError(`'${maskParam}' is ${maskImage.width}x${maskImage.height} but '${param}' is ${image.width}x${image.height}: they must be the same size (a mask is not resized).`, {
+            param: maskParam,
+            code: 'mask_size_mismatch',
+          });
         }
-        mask = repaintMask(maskImage);
+        mask = binarizeMask(repaintMask(maskImage));
+        if (maskedPixels(mask) === 0) throw emptyMask(maskParam, maskImage.hasAlpha);
       } else {
         mask = alphaMask(image);
         if (!mask) throw new InvalidRequestError(`A '${maskParam}' is required: '${param}' has no transparent pixels to repaint.`, { param: maskParam, code: 'missing_required_parameter' });
@@ -170,7 +173,16 @@ async function planRequest(installed: InstalledModel, request: ImageRequest): Pr
     const size = requested ?? (isValidSize(image.width, image.height, settings) ? { width: image.width, height: image.height } : fitSize(image.width, image.height, settings));
     plan.width = size.width;
     plan.height = size.height;
-    if (mask && (image.width !== size.width || image.height !== size.height)) mask = await resizeMask(mask, image, size);
+    if (mask && (image.width !== size.width || image.height !== size.height)) {
+      // Resized with the image to the working size, then binarised again (as diffusers' mask processor does).
+      mask = binarizeMask(await resizeMask(mask, image, size));
+      if (maskedPixels(mask) === 0) {
+        throw new InvalidRequestError(`The area to edit vanishes when '${param}' is resized to ${size.width}x${size.height}: mark a larger area, or send the image at that size.`, {
+          param: request.edit?.mask ? (request.edit.maskParam ?? 'mask') : param,
+          code: 'empty_mask',
+        });
+      }
+    }
     image = await resizeRgba(image, size.width, size.height);
     const pixels = rgbaToPlanar(image);
     if (request.init) {
@@ -182,6 +194,14 @@ async function planRequest(installed: InstalledModel, request: ImageRequest): Pr
     }
   }
   return plan;
+}
+
+/** The 400 for a mask that marks nothing to edit, saying which convention it was read by. */
+function emptyMask(param: string, hasAlpha: boolean): InvalidRequestError {
+  const message = hasAlpha
+    ? `'${param}' has nothing to edit: it has an alpha channel, so its transparent pixels (alpha below 128) mark the area to edit (OpenAI's convention), and none is. A black-and-white mask (white = edit) must have no alpha channel.`
+    : `'${param}' has nothing to edit: it has no alpha channel, so its white pixels (luminance at least 50%) mark the area to edit, and none is (it is all dark).`;
+  return new InvalidRequestError(message, { param, code: 'empty_mask' });
 }
 
 /** Resizes a repaint mask with its image (as a grey image through the same resampler). */

@@ -1,13 +1,15 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { cleanPrompt } from './clip-text.js';
 
 /**
  * CLIP's BPE tokenizer built from the two files Stable Diffusion exports ship
- * (tokenizer/vocab.json + merges.txt), configured as transformers' CLIP
- * converter builds the fast tokenizer: NFC, whitespace runs to one space,
- * lower case; words split by CLIP's pattern; byte-level symbols with `</w>`
- * on each word's last one; <|startoftext|> … <|endoftext|> around the text,
- * padded to the 77 positions the text encoder was trained with.
+ * (tokenizer/vocab.json + merges.txt): the prompt cleaned as CLIP's reference
+ * tokenizer does it (clip-text.ts: ftfy's fixes, HTML entities unescaped
+ * twice, whitespace runs to one space, stripped, lower case); words split by
+ * CLIP's pattern; byte-level symbols with `</w>` on each word's last one;
+ * <|startoftext|> … <|endoftext|> around the text, padded to the 77
+ * positions the text encoder was trained with.
  */
 
 export const CLIP_CONTEXT = 77;
@@ -51,7 +53,7 @@ export class ClipTokenizer {
   }
 
   encode(text: string): ClipEncoding {
-    const tokens = this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+    const tokens = this.tokenizer.encode(cleanPrompt(text), { add_special_tokens: false }).ids;
     const room = CLIP_CONTEXT - 2;
     const kept = tokens.slice(0, room);
     const ids = new Int32Array(CLIP_CONTEXT).fill(this.padId);
@@ -92,7 +94,8 @@ function clipTokenizerJson(vocab: Record<string, number>, merges: string[]): Rec
     truncation: null,
     padding: null,
     added_tokens: [special(BOS), special(EOS)],
-    normalizer: { type: 'Sequence', normalizers: [{ type: 'NFC' }, { type: 'Replace', pattern: { Regex: '\\s+' }, content: ' ' }, { type: 'Lowercase' }] },
+    // encode() hands over text already cleaned (cleanPrompt): normalised, single spaces, lower case.
+    normalizer: null,
     pre_tokenizer: {
       type: 'Sequence',
       pretokenizers: [

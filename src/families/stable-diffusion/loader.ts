@@ -4,12 +4,13 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
-import { ServerError } from '../../core/errors.js';
+import { ModelLoadError, ServerError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { ClipTokenizer } from './clip-tokenizer.js';
 import { DiffusionPipeline, LatentDecoder } from './pipeline.js';
 import { JobQueue } from '../../core/job-queue.js';
+import { parseSchedulerConfig, SchedulerConfigError } from './scheduler.js';
 import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER_ROLE } from './roles.js';
 
 /**
@@ -104,6 +105,14 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
     }
   }
   required(installed, ['text_encoder', 'unet', 'vae_decoder', 'tokenizer_vocab', 'tokenizer_merges']);
+  // Refused at `lserve pull` already (prepare.ts); a model registered before that check is refused here, before any graph loads.
+  const schedulerConfig = await readSchedulerConfig(installed);
+  try {
+    parseSchedulerConfig(schedulerConfig);
+  } catch (error) {
+    if (!(error instanceof SchedulerConfigError)) throw error;
+    throw new ModelLoadError(`Image model '${installed.id}' cannot run: ${error.message}.`, { code: 'unsupported_scheduler', cause: error });
+  }
   const fp16 = GRAPH_ROLES.filter((r) => installed.files[r] && !installed.files[`${r}_fp32`]);
   if (fp16.length) options.log?.(`${installed.id}: running ${fp16.join(', ')} as shipped (no fp32 conversion found; \`lserve pull ${installed.id}\` writes it)`);
   const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(defaults.pad_token_id ?? 0));
@@ -124,7 +133,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
       canEncode: sessions.vaeEncoder !== undefined,
     };
     const queue = new JobQueue(options.maxQueue ?? 16, `Image model '${installed.id}'`);
-    return new DiffusionPipeline(sessions, tokenizer, info, queue, estimate(installed), await readSchedulerConfig(installed));
+    return new DiffusionPipeline(sessions, tokenizer, info, queue, estimate(installed), schedulerConfig);
   } catch (error) {
     await Promise.all(Object.values(sessions).map((s) => s?.release()));
     throw new ServerError(`Image model '${installed.id}' does not have the interface of a Stable Diffusion ONNX export: ${(error as Error).message}`, { code: 'model_mismatch', cause: error });

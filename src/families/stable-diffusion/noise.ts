@@ -44,16 +44,28 @@ function rotl(x: number, k: number): number {
   return ((x << k) | (x >>> (32 - k))) >>> 0;
 }
 
-export function gaussianNoise(seed: number, count: number): Float32Array {
+/**
+ * A seeded stream of standard-normal values: each call returns the next
+ * `count` (pairs from Box–Muller; an odd count drops its pair's second
+ * value). The first call gives what gaussianNoise(seed, count) gives; the
+ * ancestral sampler draws each step's fresh noise from the same stream.
+ */
+export function gaussianStream(seed: number): (count: number) => Float32Array {
   const uniform = uniformSource(seed);
-  const out = new Float32Array(count);
-  for (let i = 0; i < count; i += 2) {
-    const radius = Math.sqrt(-2 * Math.log(uniform()));
-    const angle = 2 * Math.PI * uniform();
-    out[i] = radius * Math.cos(angle);
-    if (i + 1 < count) out[i + 1] = radius * Math.sin(angle);
-  }
-  return out;
+  return (count) => {
+    const out = new Float32Array(count);
+    for (let i = 0; i < count; i += 2) {
+      const radius = Math.sqrt(-2 * Math.log(uniform()));
+      const angle = 2 * Math.PI * uniform();
+      out[i] = radius * Math.cos(angle);
+      if (i + 1 < count) out[i + 1] = radius * Math.sin(angle);
+    }
+    return out;
+  };
+}
+
+export function gaussianNoise(seed: number, count: number): Float32Array {
+  return gaussianStream(seed)(count);
 }
 
 /** Seed of image `index` of a request: seed, seed+1, … (wrapping at 2^32). */

@@ -2,10 +2,15 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { GRAPH_ROLES } from './roles.js';
 import type { Preparer } from '../../core/loader.js';
+import { StoreError } from '../../core/errors.js';
 import { MANIFEST, type Manifest, type InstalledModel, type ModelStore } from '../../core/store.js';
+import { parseSchedulerConfig, SchedulerConfigError } from './scheduler.js';
 
 /**
- * Work done once when an image model is installed (`lserve pull`): its fp16
+ * Work done once when an image model is installed (`lserve pull`). First its
+ * scheduler_config.json is checked: a scheduler lserve cannot run as
+ * configured (see scheduler.ts) is refused there, naming the key, and a
+ * directory being registered is not registered. Then its fp16
  * graphs are converted to fp32 beside the model (`<model dir>/fp32/<role>/`)
  * and recorded in its manifest as `<role>_fp32`, which the loader prefers.
  * ONNX Runtime's CPU provider runs the fp32 graphs faster and in less memory
@@ -25,6 +30,7 @@ function isFp32Copy(installed: InstalledModel, role: string): boolean {
 }
 
 export async function prepareImageModel(store: ModelStore, installed: InstalledModel, say: (line: string) => void = () => {}): Promise<InstalledModel> {
+  await checkScheduler(store, installed);
   if (!needsPreparation(installed)) return installed;
   say(`Converting ${installed.id}'s fp16 graphs to fp32 once (on CPU, ONNX Runtime runs them faster and in less memory; they take twice the disk):`);
   // The converter (protobuf) loads only when there is something to convert.
@@ -48,6 +54,36 @@ export async function prepareImageModel(store: ModelStore, installed: InstalledM
   }
   await store.writeManifest(installed.id, manifest);
   return (await store.resolve(installed.id)) ?? installed;
+}
+
+/**
+ * Refuses a model whose scheduler_config.json lserve's samplers cannot follow
+ * (a StoreError naming the key: `lserve pull` prints it). A model registered
+ * in place is unregistered (its files are the user's and stay); a downloaded
+ * one keeps its files for `lserve rm`.
+ */
+export async function checkScheduler(store: ModelStore, installed: InstalledModel): Promise<void> {
+  const file = installed.files.scheduler;
+  if (!file) return;
+  let problem: string;
+  let cause: unknown;
+  try {
+    parseSchedulerConfig(JSON.parse(await readFile(file, 'utf8')));
+    return;
+  } catch (error) {
+    if (!(error instanceof SchedulerConfigError) && !(error instanceof SyntaxError)) throw error;
+    problem = error instanceof SchedulerConfigError ? error.message : `scheduler_config.json is not valid JSON (${error.message})`;
+    cause = error;
+  }
+  const local = installed.source === 'local';
+  if (local) await store.remove(installed.id);
+  throw new StoreError(
+    `Image model '${installed.id}' cannot run: ${problem}. ${
+      local ? 'Its registration was undone.' : `Its files are kept; \`lserve rm ${installed.id}\` removes them.`
+    }`,
+    'unsupported_scheduler',
+    cause,
+  );
 }
 
 /** The `onnx:image` preparer (src/compose.ts). */

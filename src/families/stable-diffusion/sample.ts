@@ -1,17 +1,20 @@
 import type { GeneratedImage, ImageJob, ImagePlan } from '../../core/tasks/image/pipeline.js';
-import { composite, featherMask, latentMask } from '../../image/mask.js';
+import { composite, latentMask, pasteWeight } from '../../image/mask.js';
 import { planarToRgb } from '../../image/pixels.js';
 import { encodeRgb } from '../../image/rgba.js';
 import type { ClipTokenizer } from './clip-tokenizer.js';
-import { gaussianNoise, seedOf } from './noise.js';
-import { eulerStep, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from './scheduler.js';
+import { gaussianStream, seedOf } from './noise.js';
+import { ancestralStep, eulerStep, initNoiseSigma, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from './scheduler.js';
 
 /**
  * Stable Diffusion's sampling: text to image, image to image and inpainting
  * over the model's graphs (pipeline.ts implements DiffusionGraphs over ONNX
- * Runtime). Euler steps on the export's discrete schedule (scheduler.ts),
- * classifier-free guidance, and for edits the kept region reset to the noised
- * original after each step.
+ * Runtime). Euler or ancestral Euler steps on the export's discrete schedule
+ * (scheduler.ts), classifier-free guidance, and inpainting as diffusers'
+ * StableDiffusionInpaintPipeline does it for a 4-channel UNet: the mask on
+ * the latent grid, the kept latents replaced after every step by the
+ * original's latents noised to the σ reached, the decoded result pasted over
+ * the original outside the mask.
  */
 
 /** Static facts about the model, from its catalog defaults and its graphs. */
@@ -88,7 +91,8 @@ export async function generate(pipeline: DiffusionGraphs, job: ImageJob): Promis
       signal?.throwIfAborted();
       const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w);
       let rgb = planarToRgb(planar, plan.width, plan.height);
-      if (plan.edit) rgb = composite(plan.edit.original, rgb, featherMask(plan.edit.mask, plan.width, plan.height, Math.max(2, Math.round(Math.min(plan.width, plan.height) / 64))));
+      // Outside the mask the original's pixels, exactly; a narrow feather just inside its edge.
+      if (plan.edit) rgb = composite(plan.edit.original, rgb, pasteWeight(plan.edit.mask, plan.width, plan.height));
       images.push({ data: await encodeRgb(rgb, plan.width, plan.height, plan.format, plan.quality), format: plan.format, width: plan.width, height: plan.height, seed });
     }
   } catch (error) {
@@ -114,9 +118,13 @@ function scaled(values: Float32Array, k: number): Float32Array {
 
 /**
  * The sampling loop for one image: initial latents from the seed's noise
- * (pure noise; the noised input image for img2img; noise over the image
- * outside the mask for edits), then Euler steps with optional guidance and,
- * for edits, the kept region reset to the noised original after each step.
+ * (scaled to the schedule's init_noise_sigma; the input image plus noise at
+ * the first σ for img2img), then Euler steps (ancestral ones add fresh
+ * noise from the same seeded stream) with optional guidance. For edits, as
+ * diffusers' inpainting at strength 1: everything starts from noise, and
+ * after each step every kept latent cell (none of its pixels masked) is set
+ * to the original's latents noised with the same noise to the σ just
+ * reached, the clean original after the last step.
  */
 async function sample(
   pipeline: DiffusionGraphs,
@@ -133,22 +141,20 @@ async function sample(
 ): Promise<Float32Array> {
   const channels = pipeline.info.latentChannels;
   const plane = h * w;
-  const noise = gaussianNoise(seed, channels * plane);
-  const sigma0 = sched.sigmas[0]!;
+  const draw = gaussianStream(seed);
+  const noise = draw(channels * plane);
   const x = new Float32Array(noise.length);
-  const keep = plan.edit ? invert(latentMask(plan.edit.mask, plan.width, plan.height, pipeline.info.vaeFactor)) : undefined;
-  if (plan.edit && init) {
-    // Kept cells start from the noised original, repainted ones from noise alone.
-    for (let i = 0; i < x.length; i++) x[i] = noise[i]! * sigma0 + keep![i % plane]! * init[i]!;
-  } else if (init) {
+  const repaint = plan.edit ? latentMask(plan.edit.mask, plan.width, plan.height, pipeline.info.vaeFactor) : undefined;
+  if (init && !plan.edit) {
+    const sigma0 = sched.sigmas[0]!;
     for (let i = 0; i < x.length; i++) x[i] = init[i]! + noise[i]! * sigma0;
   } else {
-    // diffusers' init_noise_sigma: σ₀ for trailing/linspace spacing, √(σ₀²+1) for leading.
-    const scale = config.timestep_spacing === 'leading' ? Math.sqrt(sigma0 * sigma0 + 1) : sigma0;
+    const scale = initNoiseSigma(config, sched);
     for (let i = 0; i < x.length; i++) x[i] = noise[i]! * scale;
   }
   const batch = states.batch;
-  for (let s = 0; s < sched.timesteps.length; s++) {
+  const steps = sched.timesteps.length;
+  for (let s = 0; s < steps; s++) {
     signal?.throwIfAborted();
     const sigma = sched.sigmas[s]!;
     const input = scaleInput(x, sigma, new Float32Array(x.length * batch));
@@ -156,12 +162,11 @@ async function sample(
     const output = await pipeline.predict(input, [batch, channels, h, w], sched.timesteps[s]!, states);
     const eps = batch === 2 ? guide(output, x.length, plan.guidance) : output;
     const next = sched.sigmas[s + 1]!;
-    eulerStep(x, eps, sigma, next, config.prediction_type);
-    if (keep && init) {
-      for (let i = 0; i < x.length; i++) {
-        const k = keep[i % plane]!;
-        if (k > 0) x[i] = (1 - k) * x[i]! + k * (init[i]! + noise[i]! * next);
-      }
+    if (config.sampler === 'euler_ancestral') ancestralStep(x, eps, sigma, next, config.prediction_type, draw(x.length));
+    else eulerStep(x, eps, sigma, next, config.prediction_type);
+    if (repaint && init) {
+      const level = s === steps - 1 ? 0 : next;
+      for (let i = 0; i < x.length; i++) if (repaint[i % plane] === 0) x[i] = init[i]! + noise[i]! * level;
     }
     onStep(s + 1);
   }
@@ -173,8 +178,4 @@ function guide(output: Float32Array, size: number, scale: number): Float32Array 
   const eps = new Float32Array(size);
   for (let i = 0; i < size; i++) eps[i] = output[i]! + scale * (output[size + i]! - output[i]!);
   return eps;
-}
-
-function invert(mask: Float32Array): Float32Array {
-  return mask.map((v) => 1 - v);
 }

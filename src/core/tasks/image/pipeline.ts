@@ -33,6 +33,7 @@ export interface ImagePlan {
   format: OutputFormat;
   quality: number;
   init?: { pixels: Float32Array; strength: number };
+  /** Inpainting: the image (planar and 8-bit RGB) and its binary repaint mask (1 = repaint) at the working size. */
   edit?: { pixels: Float32Array; original: Uint8Array; mask: Float32Array };
 }
 

@@ -53,8 +53,12 @@ const common = {
   vae: z.string().min(1).nullish(),
   /** OpenAI's end-user id: accepted, not used. */
   user: z.string().nullish(),
-  /** Streaming partial images is not offered: only false is accepted. */
-  stream: z.literal(false).nullish(),
+  /**
+   * true: answer an SSE stream of progress events (`image_generation.progress`
+   * / `image_edit.progress`, step by step) and one `….completed` event per
+   * image, instead of one JSON answer (see ImageStreamEvent).
+   */
+  stream: z.boolean().nullish(),
   keep_alive: keepAliveField,
 };
 
@@ -95,6 +99,19 @@ export interface ImageData {
   b64_json?: string;
   revised_prompt?: string;
 }
+
+/**
+ * The events of an images request with `stream: true` (SSE, `event:` naming
+ * the type): OpenAI's `image_generation.completed` / `image_edit.completed`
+ * (generations / edits and img2img), one per image, with `b64_json` (or
+ * `url` when `response_format: "url"` is asked for) and its `seed`,
+ * preceded by lserve's `….progress` events (no partial images: a latent is
+ * no picture); `error` ends a stream that fails after it began.
+ */
+export type ImageStreamEvent =
+  | { type: 'image_generation.progress' | 'image_edit.progress'; image: number; images: number; step: number; steps: number }
+  | ({ type: 'image_generation.completed' | 'image_edit.completed'; image: number; created_at: number; size: string; output_format: string; seed: number } & ImageData)
+  | { type: 'error'; error: { message: string; type: string; param: string | null; code: string | null } };
 
 /** The response of every images endpoint (OpenAI's shape). */
 export interface ImagesResponse {

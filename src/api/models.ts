@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /** Wire shapes of GET /v1/models (the specification's model object and list). */
 export interface ModelObject {
   id: string;
@@ -13,4 +15,75 @@ export interface ModelObject {
 export interface ModelList {
   object: 'list';
   data: ModelObject[];
+}
+
+/**
+ * GET /v1/catalog: every model the server knows, installed or not (what
+ * `lserve list --all --json` shows), for clients that manage the store.
+ */
+export interface CatalogModel {
+  id: string;
+  object: 'catalog.model';
+  kind: string;
+  backend: string;
+  /** Where it comes from: `catalog` (pull it), `bundled` (ships with lserve), `local` / `url` (registered by the user). */
+  source: 'bundled' | 'catalog' | 'local' | 'url';
+  /** Installed size, or the catalog's total when every file lists a size; null when unknown. */
+  size_bytes: number | null;
+  installed: boolean;
+  status: 'installed' | 'bundled' | 'not pulled' | 'partial' | 'pulling';
+  /** Bytes an interrupted pull left in the staging directory. */
+  partial_bytes?: number;
+  /** Loaded in memory now. */
+  loaded: boolean;
+  aliases: string[];
+  description: string;
+  license: string;
+}
+
+export interface CatalogList {
+  object: 'list';
+  data: CatalogModel[];
+}
+
+/** POST /v1/models/pull. Only catalog models: your own files and URLs are registered with `lserve pull`. */
+export const pullRequestSchema = z.object({
+  model: z.string().min(1).max(200),
+  /** false: answer one JSON object when the pull is over instead of a progress stream. */
+  stream: z.boolean().optional(),
+});
+
+/**
+ * The events of POST /v1/models/pull's SSE stream, one `data:` line each
+ * (with `event:` naming its type). `done` or `error` comes last.
+ */
+export type PullStreamEvent =
+  | { type: 'start'; model: string; files: Array<{ file: string; role: string; size_bytes: number | null }>; total_bytes: number | null }
+  /** Another process is pulling the same model; this pull waits for it. */
+  | { type: 'waiting'; model: string; pid: number }
+  | { type: 'file_start'; model: string; file: string; role: string; total_bytes: number | null; resumed_from: number }
+  | {
+      type: 'progress';
+      model: string;
+      file: string;
+      role: string;
+      /** This file's bytes on disk (resumed ones included) and its size. */
+      received_bytes: number;
+      total_bytes: number | null;
+      /** The whole model: bytes done over every file, and the total when every file's size is known. */
+      completed_bytes: number;
+      model_total_bytes: number | null;
+    }
+  | { type: 'retry'; model: string; file: string; role: string; attempt: number; message: string }
+  | { type: 'file_done'; model: string; file: string; role: string; size_bytes: number; sha256: string; verified_with: 'catalog' | 'etag' | null; reused: boolean }
+  /** Install-time preparation after the download (image models: fp16 → fp32). */
+  | { type: 'prepare'; model: string; message: string }
+  | { type: 'done'; model: string; kind: string; size_bytes: number; already_installed: boolean; downloaded_bytes: number }
+  | { type: 'error'; model: string; error: { message: string; type: string; param: string | null; code: string | null } };
+
+/** DELETE /v1/models/{id} (OpenAI's shape). */
+export interface ModelDeleted {
+  id: string;
+  object: 'model';
+  deleted: true;
 }

@@ -4,6 +4,7 @@ import { EXIT_USAGE, reportError } from './errors.js';
 import { imagineCommand } from './commands/imagine.js';
 import { listCommand } from './commands/list.js';
 import { ocrCommand } from './commands/ocr.js';
+import { psCommand } from './commands/ps.js';
 import { pullCommand } from './commands/pull.js';
 import { rmCommand } from './commands/rm.js';
 import { runCommand } from './commands/run.js';
@@ -21,7 +22,7 @@ export function buildProgram(): Command {
     .option('--catalog <file>', 'models.json to use instead of the shipped catalog (default $LSERVE_CATALOG)')
     .option('--verbose', 'log engine activity and full error traces')
     .showHelpAfterError('(run with --help for usage)');
-  for (const command of [pullCommand(), listCommand(), rmCommand(), runCommand(), transcribeCommand(), speakCommand(), imagineCommand(), ocrCommand(), serveCommand()]) {
+  for (const command of [pullCommand(), listCommand(), rmCommand(), runCommand(), transcribeCommand(), speakCommand(), imagineCommand(), ocrCommand(), serveCommand(), psCommand()]) {
     program.addCommand(command);
   }
   // Usage errors exit 2 (commander uses 1 by default); help and version exit 0.

@@ -1,7 +1,8 @@
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Catalog, DEFAULT_CATALOG_PATH, isBundled, type ModelKind } from './catalog.js';
-import { InvalidRequestError, ModelNotFoundError, ServerError } from './errors.js';
+import { InvalidRequestError, ModelNotFoundError, OverloadedError, ServerError } from './errors.js';
+import { EngineEvents, type EngineEvent } from './events.js';
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
 import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
@@ -55,9 +56,12 @@ export class Engine {
   readonly store: ModelStore;
   readonly manager: ModelManager;
   readonly options: EngineOptions;
+  /** What tasks and runtimes report as they work (the server's /metrics listens). */
+  readonly events: EngineEvents;
 
   constructor(options: Partial<EngineOptions> = {}) {
     this.options = { ...defaultEngineOptions(), ...options };
+    this.events = new EngineEvents(this.options.log);
     this.catalog = Catalog.load(this.options.catalogPath);
     this.store = new ModelStore(this.options.home, this.catalog);
     this.manager = new ModelManager(
@@ -65,7 +69,13 @@ export class Engine {
         keepAliveMs: this.options.keepAliveMs,
         maxMemoryBytes: this.options.maxMemoryBytes,
         maxLoaded: this.options.maxLoaded,
-        load: { threads: this.options.threads, parallel: this.options.parallel, maxQueue: this.options.maxQueue, contextSizes: this.options.contextSizes },
+        load: {
+          threads: this.options.threads,
+          parallel: this.options.parallel,
+          maxQueue: this.options.maxQueue,
+          contextSizes: this.options.contextSizes,
+          report: (event) => this.events.emit(event),
+        },
         log: this.options.log,
       },
       async (model) => {
@@ -108,7 +118,7 @@ export class Engine {
     return this.manager.acquire<M>(installed, options.keepAliveMs);
   }
 
-  /** Runs `fn` with a loaded model and always releases it. */
+  /** Runs `fn` with a loaded model and always releases it; a 503 from `fn` is reported as a rejection by that model. */
   async withModel<M extends LoadedModel, T>(
     name: string,
     kinds: readonly ModelKind[],
@@ -118,9 +128,22 @@ export class Engine {
     const lease = await this.acquire<M>(name, kinds, options);
     try {
       return await fn(lease.model, lease.installed);
+    } catch (error) {
+      this.reportRejection(lease.installed.id, error);
+      throw error;
     } finally {
       lease.release();
     }
+  }
+
+  /** Tells the listeners of `events` what was done (see events.ts). */
+  report(event: EngineEvent): void {
+    this.events.emit(event);
+  }
+
+  /** Reports `error` as a rejection by `model` when it is a full line (OverloadedError, 503); anything else is not. */
+  reportRejection(model: string, error: unknown): void {
+    if (error instanceof OverloadedError) this.events.emit({ type: 'rejected', model });
   }
 
   /** Runs the install-time preparation of a model's family, when it has one (`lserve pull`); resolves to the model as installed afterwards. */

@@ -1,3 +1,4 @@
+import type { EngineEvent } from './events.js';
 import type { InstalledModel, ModelStore } from './store.js';
 
 /**
@@ -8,6 +9,8 @@ import type { InstalledModel, ModelStore } from './store.js';
 export interface LoadedModel {
   /** Resident memory this model holds, in bytes (an estimate is fine). */
   readonly memoryBytes: number;
+  /** Requests waiting for this model right now, when it keeps a line of its own (chat: for a free sequence). */
+  readonly queued?: number;
   dispose(): Promise<void>;
 }
 
@@ -24,6 +27,8 @@ export interface LoadOptions {
   memoryBudgetBytes?: number;
   /** Where a loader reports what it chose (context sizes, memory) and how long it took. */
   log?: (message: string) => void;
+  /** Where a runtime reports what happens after the load (a supervised child process restarted): the engine's events. */
+  report?: (event: EngineEvent) => void;
 }
 
 export interface ContextSizes {

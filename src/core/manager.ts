@@ -1,3 +1,5 @@
+import type { ModelKind } from './catalog.js';
+import { JobQueue } from './job-queue.js';
 import type { LoadedModel, Loader, LoadOptions } from './loader.js';
 import { describeLoadFailure } from './load-failure.js';
 import type { InstalledModel } from './store.js';
@@ -27,8 +29,14 @@ export interface Lease<M extends LoadedModel = LoadedModel> {
 
 export interface LoadedInfo {
   id: string;
+  kind: ModelKind;
   memoryBytes: number;
+  /** Leases held now: requests being served and those waiting in the model's line. */
   activeRequests: number;
+  /** Of those, the requests waiting in the model's own line (a free chat sequence, a turn of the job queue). */
+  queued: number;
+  /** When the load finished (ms since epoch). */
+  loadedAt: number;
   lastUsed: number;
   /** When it will be unloaded if unused (ms since epoch), or null while busy/kept forever. */
   expiresAt: number | null;
@@ -42,6 +50,7 @@ interface Slot {
   estimate: number;
   refs: number;
   lastUsed: number;
+  loadedAt: number;
   keepAliveMs: number;
   timer?: NodeJS.Timeout;
   expiresAt: number | null;
@@ -97,6 +106,7 @@ export class ModelManager {
       estimate,
       refs: 0,
       lastUsed: Date.now(),
+      loadedAt: 0,
       keepAliveMs: this.options.keepAliveMs,
       expiresAt: null,
       ready: Promise.resolve(undefined as unknown as LoadedModel),
@@ -115,6 +125,7 @@ export class ModelManager {
         throw failure;
       });
       slot.model = model;
+      slot.loadedAt = Date.now();
       slot.estimate = model.memoryBytes || estimate;
       return model;
     })();
@@ -184,7 +195,16 @@ export class ModelManager {
   loaded(): LoadedInfo[] {
     return [...this.slots.values()]
       .filter((s) => s.model)
-      .map((s) => ({ id: s.id, memoryBytes: s.estimate, activeRequests: s.refs, lastUsed: s.lastUsed, expiresAt: s.expiresAt }));
+      .map((s) => ({
+        id: s.id,
+        kind: s.installed.entry.kind,
+        memoryBytes: s.estimate,
+        activeRequests: s.refs,
+        queued: queueDepth(s.model!),
+        loadedAt: s.loadedAt,
+        lastUsed: s.lastUsed,
+        expiresAt: s.expiresAt,
+      }));
   }
 
   /** Unloads everything (shutdown). In-flight users should have been cancelled first. */
@@ -192,4 +212,11 @@ export class ModelManager {
     this.closed = true;
     await Promise.all([...this.slots.values()].map((s) => this.unloadSlot(s)));
   }
+}
+
+/** Requests waiting in a loaded model's own line: its `queued`, or the length of the job queue it runs its work through. */
+function queueDepth(model: LoadedModel): number {
+  if (typeof model.queued === 'number') return model.queued;
+  const queue = (model as { queue?: unknown }).queue;
+  return queue instanceof JobQueue ? queue.length : 0;
 }

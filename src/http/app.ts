@@ -3,6 +3,7 @@ import { apiKeyCheck, requestLogger } from './middleware.js';
 import { corsHeaders, hostOriginCheck, type HostOriginPolicy } from './host-origin.js';
 import { errorMiddleware, notFoundRoute } from './errors.js';
 import { routers } from './routes/index.js';
+import { uiRouter } from './routes/ui.js';
 import { assertJsonDepth } from '../api/validate.js';
 import type { ServerContext } from './context.js';
 
@@ -11,12 +12,16 @@ export function createApp(ctx: ServerContext, policy: HostOriginPolicy): Express
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestLogger(ctx.options));
+  // Counted from the start, so refused requests count too (their route is 'unmatched').
+  if (ctx.metrics) app.use(ctx.metrics.requestCounter());
   // Host and Origin first: a refused browser request does no work at all.
   app.use(hostOriginCheck(policy));
   app.use(corsHeaders(policy));
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });
+  // The playground's page and assets need no API key (the page asks for it and sends it with every /v1 call).
+  if (ctx.options.ui !== false) app.use(uiRouter());
   app.use(apiKeyCheck(ctx.options.apiKey));
   // JSON bodies of any JSON-ish content type; multipart routes use multer.
   app.use(express.json({ limit: ctx.options.maxBodyBytes, type: ['application/json', 'application/*+json'] }));

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { Engine } from '../core/engine.js';
 import { ClientClosedError } from '../core/errors.js';
 import type { InputPolicy } from './remote-input.js';
+import type { ServerMetrics } from './metrics.js';
 
 /** What every router gets: the engine and the server's settings. */
 export interface ServerContext {
@@ -11,6 +12,8 @@ export interface ServerContext {
   shutdown: AbortSignal;
   /** What request fields that name a file or URL may read (see remote-input.ts). */
   inputs: InputPolicy;
+  /** The server's Prometheus metrics, when `metrics` is on (GET /metrics). */
+  metrics?: ServerMetrics;
 }
 
 export interface ServerOptions {
@@ -33,8 +36,12 @@ export interface ServerOptions {
   allowLocalFiles?: readonly string[];
   /** URL inputs may reach non-public addresses: `true` any, or these host names, IPs and CIDR ranges. */
   allowPrivateUrls?: boolean | readonly string[];
+  /** Serve the playground (a web page using the /v1 API) at `/`; default on, `lserve serve --no-ui` turns it off. */
+  ui?: boolean;
   /** A live-transcription WebSocket that sends no audio for this long is closed (default 30 s). */
   streamIdleMs?: number;
+  /** Serve Prometheus metrics at GET /metrics (`lserve serve --metrics`); off by default (404). */
+  metrics?: boolean;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

@@ -32,6 +32,29 @@ export function isAuthorized(headers: IncomingHttpHeaders, apiKey: string | unde
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
+/**
+ * Browsers cannot set headers on a WebSocket, so an upgrade may carry the key
+ * as a subprotocol instead (as OpenAI's realtime API takes its
+ * `openai-insecure-api-key.` one): `lserve.api-key.<the key in base64url>`,
+ * offered after another protocol (e.g. `lserve`). The server answers with that
+ * other protocol, so the key is never echoed (server.ts).
+ */
+export const WS_KEY_PROTOCOL = 'lserve.api-key.';
+
+/** The key a WebSocket upgrade carries as a subprotocol, decoded; undefined when none. */
+function protocolKey(headers: IncomingHttpHeaders): string | undefined {
+  const offered = (headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
+  const encoded = offered.find((p) => p.startsWith(WS_KEY_PROTOCOL))?.slice(WS_KEY_PROTOCOL.length);
+  return encoded ? Buffer.from(encoded, 'base64url').toString('utf8') : undefined;
+}
+
+/** An upgrade's key: the headers of isAuthorized, or the subprotocol. */
+export function isAuthorizedUpgrade(headers: IncomingHttpHeaders, apiKey: string | undefined): boolean {
+  if (isAuthorized(headers, apiKey)) return true;
+  const key = protocolKey(headers);
+  return key !== undefined && isAuthorized({ 'x-api-key': key }, apiKey);
+}
+
 export function apiKeyCheck(apiKey: string | undefined): RequestHandler {
   return (req, _res, next) => {
     if (req.method === 'OPTIONS' || isAuthorized(req.headers, apiKey)) return next();

@@ -8,8 +8,9 @@ import { createApp } from './app.js';
 import type { ServerContext, ServerOptions } from './context.js';
 import { hostOriginPolicy, hostOriginRefusal } from './host-origin.js';
 import { websocketRoutes } from './routes/index.js';
-import { isAuthorized } from './middleware.js';
+import { isAuthorizedUpgrade, WS_KEY_PROTOCOL } from './middleware.js';
 import { resolveLocalDirs } from './remote-input.js';
+import { ServerMetrics } from './metrics.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -19,6 +20,11 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** The subprotocol answered: the first one offered that is not the API key (never echo a key); none when only the key was offered. */
+function selectProtocol(protocols: Set<string>): string | false {
+  return [...protocols].find((p) => !p.startsWith(WS_KEY_PROTOCOL)) ?? false;
+}
+
 export async function startServer(engine: Engine, options: ServerOptions): Promise<RunningServer> {
   const shutdown = new AbortController();
   const inputs = {
@@ -26,14 +32,16 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
     allowPrivate: options.allowPrivateUrls ?? false,
     maxBytes: options.maxUploadBytes,
   };
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs };
+  // One registry per server (never prom-client's global one): several servers can share a process.
+  const metrics = options.metrics ? new ServerMetrics(engine) : undefined;
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer(app);
   // Slow uploads are fine; idle keep-alive sockets should not hold shutdown up.
   server.keepAliveTimeout = 5_000;
 
-  const sockets = new Map(websocketRoutes.map((route) => [route, new WebSocketServer({ noServer: true, maxPayload: route.maxFrameBytes })]));
+  const sockets = new Map(websocketRoutes.map((route) => [route, new WebSocketServer({ noServer: true, maxPayload: route.maxFrameBytes, handleProtocols: selectProtocol })]));
   server.on('upgrade', (req, socket, head) => {
     // Until ws takes the socket over, a reset from the client must not become an uncaught 'error'.
     socket.on('error', () => socket.destroy());
@@ -47,7 +55,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
     const refusal = hostOriginRefusal(req.headers, policy);
     if (refusal) return refuse(refusal);
     if (!route) return refuse(new NotFoundError(`No WebSocket endpoint at ${url.pathname}`, { code: 'unknown_route' }));
-    if (!isAuthorized(req.headers, options.apiKey)) return refuse(new AuthenticationError());
+    if (!isAuthorizedUpgrade(req.headers, options.apiKey)) return refuse(new AuthenticationError());
     route.accept(req, url, ctx).then(
       (session) => {
         // The client may leave while the model loads: then nobody opens the session, and what accept took goes back.
@@ -79,9 +87,13 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   });
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const fail = (error: Error) => {
+      metrics?.close();
+      reject(error);
+    };
+    server.once('error', fail);
     server.listen(options.port, options.host, () => {
-      server.off('error', reject);
+      server.off('error', fail);
       resolve();
     });
   });
@@ -103,6 +115,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
         const grace = setTimeout(() => server.closeAllConnections(), 5_000);
         await stopped;
         clearTimeout(grace);
+        metrics?.close();
         await engine.close();
       })();
       return closing;

@@ -41,6 +41,11 @@ const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: 
   { method: 'POST', path: '/v1/images/edits', body: { prompt: 'x', image: 'aGk=' } },
   { method: 'POST', path: '/v1/images/img2img', body: { prompt: 'x', image: 'aGk=' } },
   { method: 'GET', path: '/v1/images/cache/00000000000000000000000000000000.png' },
+  { method: 'GET', path: '/' },
+  { method: 'GET', path: '/ui/main.js' },
+  { method: 'GET', path: '/v1/catalog' },
+  { method: 'POST', path: '/v1/models/pull', body: { model: 'whisper-base' } },
+  { method: 'DELETE', path: '/v1/models/whisper-base' },
 ];
 
 interface Answer {

@@ -28,6 +28,8 @@ export interface MirrorFile {
   ignoreRange?: boolean;
   /** Answer with this status and no body. */
   status?: number;
+  /** Send the body at about this many bytes per second (for progress that can be watched). */
+  bytesPerSecond?: number;
 }
 
 export interface MirrorRequest {
@@ -134,6 +136,12 @@ export async function startMirror(): Promise<Mirror> {
           return;
         }
         record.bytesSent += buf.length;
+        if (options.bytesPerSecond) {
+          stream.pause();
+          res.write(buf);
+          setTimeout(() => stream.resume(), (buf.length / options.bytesPerSecond) * 1000);
+          return;
+        }
         if (!res.write(buf)) {
           stream.pause();
           res.once('drain', () => stream.resume());

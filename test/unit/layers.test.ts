@@ -155,7 +155,7 @@ function findCycles(edges: readonly Edge[]): string[] {
 /** The layer a file of src/ belongs to: `core`, `core/tasks`, `families/<name>`, `runtimes/<name>`, … */
 function layerOf(file: string): string {
   if (file === 'src/compose.ts') return 'compose';
-  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|audio|image)\//.exec(file);
+  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|audio|image|ui)\//.exec(file);
   return m ? m[1] : 'unknown';
 }
 
@@ -220,6 +220,17 @@ const RULES: Rule[] = [
     applies: (from) => from === 'audio' || from === 'image',
     forbids: (to, file, from) => to !== from && !SHARED_CORE.has(file),
     why: 'audio/ and image/ import only themselves and core/errors.ts, core/units.ts',
+  },
+  {
+    // The playground runs in the browser: it reaches the server only through the public API, never its modules.
+    applies: (from) => from === 'ui',
+    forbids: (to) => to !== 'ui',
+    why: 'ui/ (browser code) imports only ui/',
+  },
+  {
+    applies: (from) => from !== 'ui',
+    forbids: (to) => to === 'ui',
+    why: 'nothing on the server imports ui/ (it is served as files)',
   },
   {
     // Keeps the previous rule honest: what audio/ and image/ may import depends on nothing.

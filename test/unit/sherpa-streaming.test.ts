@@ -7,6 +7,7 @@ import { Catalog, DEFAULT_CATALOG_PATH } from '../../src/core/catalog.js';
 import { ModelLoadError, OverloadedError, ServerError } from '../../src/core/errors.js';
 import { defaultLoaders } from '../../src/compose.js';
 import type { LoadOptions } from '../../src/core/loader.js';
+import type { EngineEvent } from '../../src/core/events.js';
 import type { InstalledModel } from '../../src/core/store.js';
 import { seededRandom } from '../fixtures/gguf/format.js';
 import { tinyZipformerModel, writeZipformerModel, zipformerFiles } from '../fixtures/onnx/zipformer.js';
@@ -95,11 +96,14 @@ const SPEECH: Array<['sound' | 'silence', number]> = [
 let dir: string;
 let loader: StreamingLoader;
 let model: StreamingRecognizer;
+/** What the runtime reported to the engine (restarts of its process). */
+const events: EngineEvent[] = [];
+const restarts = () => events.filter((e) => e.type === 'restart');
 
 beforeAll(async () => {
   dir = await tinyZipformerModel();
   loader = createStreamingLoader({ maxStreams: 4 });
-  model = await loader.load(installed(dir, 'zipformer-synthetic'), OPTIONS);
+  model = await loader.load(installed(dir, 'zipformer-synthetic'), { ...OPTIONS, report: (event) => events.push(event) });
 });
 
 afterAll(() => {
@@ -166,6 +170,7 @@ describe('sherpa-onnx streaming recognizer', () => {
     for (const s of streams) s.push(audio.subarray(0, RATE));
     await until(() => collected.every((c) => c.results.length > 0));
     const pid = loader.supervisor.pid!;
+    expect(restarts()).toEqual([]);
     process.kill(pid, 'SIGKILL');
     const errors = await Promise.all(collected.map((c) => c.failed));
     for (const [i, error] of errors.entries()) {
@@ -175,8 +180,12 @@ describe('sherpa-onnx streaming recognizer', () => {
       expect(streams[i]!.push(audio)).toBe(false); // ignored, not thrown
     }
     expect(loader.supervisor.activeStreams).toBe(0);
+    // Nothing is restarted until there is work for a process again.
+    expect(restarts()).toEqual([]);
 
     const again = model.open();
+    // The replacement process is a restart, reported to the engine (the server's /metrics).
+    expect(restarts()).toEqual([{ type: 'restart', process: 'sherpa-onnx speech recognizer' }]);
     const c = collect(again);
     await feed(again, utterances(SPEECH, 4));
     again.finish();

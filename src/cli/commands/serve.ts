@@ -17,6 +17,8 @@ interface ServeFlags extends EngineFlags {
   allowLocalFiles?: string;
   allowPrivateUrls?: boolean | string;
   allowRemoteInput?: string;
+  metrics?: boolean;
+  ui: boolean;
 }
 
 export function serveCommand(): Command {
@@ -39,12 +41,14 @@ export function serveCommand(): Command {
     .option('--max-body <size>', 'largest JSON request body', '64mb')
     .option('--max-upload <size>', 'largest uploaded file (multipart)', '256mb')
     .addOption(new Option('--allow-remote-input <list>').hideHelp())
+    .option('--no-ui', 'do not serve the playground (a web page for every task) at /')
+    .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
       'after',
       `
 Examples:
-  $ lserve serve
+  $ lserve serve                  # the API at http://127.0.0.1:8080/v1, the playground at http://127.0.0.1:8080/
   $ lserve serve --port 9000 --host 0.0.0.0 --api-key secret
   $ curl http://127.0.0.1:8080/v1/models`,
     )
@@ -86,10 +90,13 @@ Examples:
         maxBodyBytes,
         maxUploadBytes,
         logFormat: flags.logFormat,
+        metrics: Boolean(flags.metrics),
+        ui: flags.ui,
         log,
       });
       const models = await engine.store.list();
       log(`lserve listening on ${server.url}/v1 (${models.length} model${models.length === 1 ? '' : 's'}: ${models.map((m) => m.id).join(', ') || 'none — run `lserve pull <id>`'})`);
+      if (flags.ui) log(`playground: ${server.url}/`);
 
       let stopping = false;
       const stop = (signal: string) => {

@@ -90,8 +90,25 @@ export interface ChatModel extends LoadedModel {
  */
 export async function* chat(engine: Engine, request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
   const lease = await engine.acquire<ChatModel>(request.model, ['chat'], { keepAliveMs: request.keepAliveMs });
+  const model = lease.installed.id;
+  // When the first generated text came: the decode rate is measured from there, so prompt evaluation is left out.
+  let firstOutput: number | undefined;
   try {
-    yield* lease.model.generate(request, signal);
+    for await (const delta of lease.model.generate(request, signal)) {
+      if (delta.type === 'done') {
+        // Reported before the final delta is handed on: a consumer may stop iterating once it has it.
+        const { promptTokens, completionTokens } = delta.usage;
+        const seconds = firstOutput === undefined ? 0 : (performance.now() - firstOutput) / 1000;
+        const decodeTokensPerSecond = completionTokens >= 2 && seconds > 0 ? (completionTokens - 1) / seconds : null;
+        engine.report({ type: 'chat', model, promptTokens, completionTokens, decodeTokensPerSecond });
+      } else if (delta.type !== 'start') {
+        firstOutput ??= performance.now();
+      }
+      yield delta;
+    }
+  } catch (error) {
+    engine.reportRejection(model, error);
+    throw error;
   } finally {
     lease.release();
   }

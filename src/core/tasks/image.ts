@@ -108,17 +108,26 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
     const decoder = vaeLease?.model;
     return await pipeline.queue.run(async () => {
       const created = Math.floor(Date.now() / 1000);
+      // Denoising steps as the sampler reports them (img2img runs fewer than `steps`), per image.
+      const stepsDone: number[] = [];
       const { images, revisedPrompt } = await pipeline.generate({
         plan,
         prompt: request.prompt,
         negativePrompt: request.negativePrompt,
         decoder,
         signal,
-        onProgress: options.onProgress,
+        onProgress: (progress) => {
+          stepsDone[progress.image] = Math.max(stepsDone[progress.image] ?? 0, progress.step);
+          options.onProgress?.(progress);
+        },
         log: engine.options.log,
       });
+      engine.report({ type: 'images', model: installed.id, images: images.length, steps: stepsDone.reduce((sum, n) => sum + (n ?? 0), 0) });
       return { model: installed.id, created, images, revisedPrompt };
     }, signal);
+  } catch (error) {
+    engine.reportRejection(installed.id, error);
+    throw error;
   } finally {
     vaeLease?.release();
     lease.release();

@@ -62,8 +62,14 @@ export async function ocr(engine: Engine, request: OcrRequest, signal?: AbortSig
   await engine.resolve(model, ['ocr']);
   const image = await decodeImage(request.image, { maxPixels: request.maxPixels ?? DEFAULT_MAX_PIXELS, param: request.param ?? 'image' });
   signal?.throwIfAborted();
-  const lines = await engine.withModel<OcrModel, OcrRowLine[]>(model, ['ocr'], (loaded, installed) =>
-    loaded.read(image, installed, signal),
+  const lines = await engine.withModel<OcrModel, OcrRowLine[]>(
+    model,
+    ['ocr'],
+    async (loaded, installed) => {
+      const read = await loaded.read(image, installed, signal);
+      engine.report({ type: 'ocr', model: installed.id, pages: 1 });
+      return read;
+    },
     { keepAliveMs: request.keepAliveMs },
   );
   return {

@@ -82,11 +82,14 @@ export async function prepareSpeech(engine: Engine, request: SpeakRequest, signa
   const name = request.model ?? (await defaultSpeechModel(engine));
   const { id } = await engine.resolve(name, KINDS);
   const queue = queueOf(id);
-  if (queue.waiting >= MAX_WAITING_PER_MODEL) throw new OverloadedError(`Model '${id}' already has ${queue.waiting} speech requests waiting. Retry later.`);
+  if (queue.waiting >= MAX_WAITING_PER_MODEL) {
+    engine.report({ type: 'rejected', model: id });
+    throw new OverloadedError(`Model '${id}' already has ${queue.waiting} speech requests waiting. Retry later.`);
+  }
   const lease = await engine.acquire<SpeechRuntime>(name, KINDS, { keepAliveMs: request.keepAliveMs });
   try {
     const synthesis = await synthesisFor(lease, request, signal);
-    return prepared(lease, synthesis, input, request, queue);
+    return prepared(engine, lease, synthesis, input, request, queue);
   } catch (error) {
     lease.release();
     throw error;
@@ -129,7 +132,7 @@ async function synthesisFor(lease: Lease<SpeechRuntime>, request: SpeakRequest, 
   return synthesis;
 }
 
-function prepared(lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'>, input: string, request: SpeakRequest, queue: ModelQueue): PreparedSpeech {
+function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'>, input: string, request: SpeakRequest, queue: ModelQueue): PreparedSpeech {
   const runtime = lease.model;
   const { info } = runtime;
   let released = false;
@@ -144,10 +147,10 @@ function prepared(lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest,
     sampleRate: info.sampleRate,
     release,
     async run(onAudio, signal) {
+      let samples = 0;
       try {
         // Without rate control of its own, the model speaks at its pace and the audio is stretched to `speed`.
         const stretch = !info.rateControl && synthesis.speed !== 1 ? createStretcher(info.sampleRate, synthesis.speed) : undefined;
-        let samples = 0;
         const emit = (block: Float32Array) => {
           if (block.length === 0) return;
           samples += block.length;
@@ -164,6 +167,8 @@ function prepared(lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest,
         if (stretch) emit(stretch.flush());
         return { samples };
       } finally {
+        // What was made counts, also when the client left halfway.
+        if (samples > 0) engine.report({ type: 'speech', model: lease.installed.id, audioSeconds: samples / info.sampleRate });
         release();
       }
     },

@@ -73,6 +73,7 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
         const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples, signal)) : undefined;
         return runtime.transcribe(audio.samples, { ...request, regions }, signal);
       }, signal);
+      engine.report({ type: 'transcription', model: installed.id, audioSeconds: audio.duration });
       return { ...result, model: installed.id };
     },
     { keepAliveMs: request.keepAliveMs },

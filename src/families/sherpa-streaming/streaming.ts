@@ -81,7 +81,13 @@ export function createStreamingLoader(supervisorOptions: SupervisorOptions = {})
   // Without a log of its own, the process reports (restarts, sherpa's stderr) go to the engine's, from LoadOptions.
   let engineLog: ((message: string) => void) | undefined;
   const log = supervisorOptions.log ?? ((message: string) => engineLog?.(message));
-  const get = () => (supervisor ??= new SherpaSupervisor({ maxStreams: DEFAULT_MAX_STREAMS, ...supervisorOptions, log }));
+  // Restarts of the process go to the engine's events (the server's /metrics), from LoadOptions too.
+  let engineReport: LoadOptions['report'];
+  const onRestart = (label: string) => {
+    supervisorOptions.onRestart?.(label);
+    engineReport?.({ type: 'restart', process: `sherpa-onnx ${label}` });
+  };
+  const get = () => (supervisor ??= new SherpaSupervisor({ maxStreams: DEFAULT_MAX_STREAMS, ...supervisorOptions, log, onRestart }));
   return {
     get supervisor() {
       return get();
@@ -93,6 +99,7 @@ export function createStreamingLoader(supervisorOptions: SupervisorOptions = {})
       const threads = options.threads > 0 ? options.threads : 1;
       const config = recognizerConfig(model, threads);
       if (options.log) engineLog = options.log;
+      if (options.report) engineReport = options.report;
       const shared = get();
       const key = await shared.load(model.id, config);
       options.log?.(`${model.id}: sherpa-onnx streaming recognizer loaded in ${Date.now() - started} ms (${threads} threads, process ${shared.pid})`);

@@ -42,6 +42,8 @@ export interface SynthesizerOptions {
   /** How long a model config whose load killed the synthesizer process is refused without retrying (default 30 s). */
   loadRetryDelayMs?: number;
   log?: (message: string) => void;
+  /** Called when a synthesizer process is started again after it died. */
+  onRestart?: (label: string) => void;
   /** The sherpa-onnx-node module the process loads (default: the installed package). */
   sherpaModule?: string;
 }
@@ -250,6 +252,7 @@ export class SherpaSynthesizer {
         onMessage: (message) => this.onMessage(message),
         loadRetryDelayMs: this.options.loadRetryDelayMs,
         log: this.options.log,
+        onRestart: this.options.onRestart,
         sherpaModule: this.options.sherpaModule,
       });
       this.processes.set(dataDir, host);
@@ -278,7 +281,13 @@ export function createTtsLoader(options: SynthesizerOptions = {}): SherpaTtsLoad
   // Without a log of its own, the process reports (restarts, sherpa's stderr) go to the engine's, from LoadOptions.
   let engineLog: ((message: string) => void) | undefined;
   const log = options.log ?? ((message: string) => engineLog?.(message));
-  const get = () => (synthesizer ??= new SherpaSynthesizer({ ...options, log }));
+  // Restarts of a process go to the engine's events (the server's /metrics), from LoadOptions too.
+  let engineReport: LoadOptions['report'];
+  const onRestart = (label: string) => {
+    options.onRestart?.(label);
+    engineReport?.({ type: 'restart', process: `sherpa-onnx ${label}` });
+  };
+  const get = () => (synthesizer ??= new SherpaSynthesizer({ ...options, log, onRestart }));
   return {
     get synthesizer() {
       return get();
@@ -289,6 +298,7 @@ export function createTtsLoader(options: SynthesizerOptions = {}): SherpaTtsLoad
       const threads = loadOptions.threads > 0 ? loadOptions.threads : Math.min(4, availableParallelism());
       const config = ttsConfig(model, threads);
       if (loadOptions.log) engineLog = loadOptions.log;
+      if (loadOptions.report) engineReport = loadOptions.report;
       const shared = get();
       const { host, key, info: reported } = await shared.load(model.id, config);
       let info: SpeechModelInfo;

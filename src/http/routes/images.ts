@@ -1,21 +1,28 @@
 import path from 'node:path';
 import { Router, type Request, type Response } from 'express';
 import multer from 'multer';
-import { imageEditSchema, imageGenerationSchema, imageToImageSchema, NUMERIC_FIELDS, type ImagesResponse } from '../../api/images.js';
+import { imageEditSchema, imageGenerationSchema, imageToImageSchema, NUMERIC_FIELDS, type ImageData, type ImagesResponse, type ImageStreamEvent } from '../../api/images.js';
 import { parseKnownFields } from '../../api/validate.js';
 import { InvalidRequestError, UnsupportedError } from '../../core/errors.js';
 import { FileCache } from '../../core/file-cache.js';
-import { generateImages, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
+import { generateImages, type GeneratedImage, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
 import { parseDuration, parseSize } from '../../core/units.js';
 import { sendCachedFile } from '../cached-file.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { decodeBase64Payload, readRemoteInput } from '../remote-input.js';
+import { openAIError, toLserveError } from '../errors.js';
+import { SseWriter } from '../sse.js';
 
 /**
  * The images API: POST /v1/images/generations (JSON), /v1/images/edits
  * (multipart `image` or `image[]` + `mask`, or JSON), /v1/images/img2img
  * (multipart or JSON `image` + `strength`), and GET /v1/images/cache/:filename
  * for the files `response_format: url` answers point at.
+ *
+ * With `stream: true` the answer is SSE (ImageStreamEvent): a progress event
+ * per denoising step, then one `completed` event per image. The stream opens
+ * with the first step, so whatever fails before (validation, a missing
+ * model, a full queue) is still an ordinary JSON error with its status.
  *
  * Generated files live in `<LSERVE_HOME>/cache/images` for
  * LSERVE_IMAGE_CACHE_TTL (default 1h) and at most LSERVE_IMAGE_CACHE_MAX
@@ -50,25 +57,65 @@ export function imagesRouter(ctx: ServerContext): Router {
       throw error;
     });
 
+  const itemOf = async (req: Request, image: GeneratedImage, result: ImageResult, format: 'url' | 'b64_json'): Promise<ImageData> => {
+    const item: ImageData = {};
+    if (format === 'b64_json') item.b64_json = image.data.toString('base64');
+    else item.url = `${req.protocol}://${req.get('host')}/v1/images/cache/${(await cache.put(image.data, EXTENSIONS[image.format])).name}`;
+    if (result.revisedPrompt !== undefined) item.revised_prompt = result.revisedPrompt;
+    return item;
+  };
+
   const answer = async (req: Request, res: Response, result: ImageResult | undefined, format: 'url' | 'b64_json') => {
     if (!result) return;
     const data: ImagesResponse['data'] = [];
-    for (const image of result.images) {
-      const item: ImagesResponse['data'][number] = {};
-      if (format === 'b64_json') item.b64_json = image.data.toString('base64');
-      else item.url = `${req.protocol}://${req.get('host')}/v1/images/cache/${(await cache.put(image.data, EXTENSIONS[image.format])).name}`;
-      if (result.revisedPrompt !== undefined) item.revised_prompt = result.revisedPrompt;
-      data.push(item);
-    }
+    for (const image of result.images) data.push(await itemOf(req, image, result, format));
     const body: ImagesResponse = { created: result.created, data };
     res.json(body);
+  };
+
+  /** Runs a request and answers it: one JSON body, or with `stream: true` progress and completed events (SSE). */
+  const respond = async (
+    req: Request,
+    res: Response,
+    request: ImageRequest,
+    signal: AbortSignal,
+    body: { stream?: boolean | null; response_format?: 'url' | 'b64_json' | null },
+    kind: 'image_generation' | 'image_edit',
+  ) => {
+    if (!body.stream) {
+      await answer(req, res, await generate(request, signal), body.response_format ?? 'url');
+      return;
+    }
+    let sse: SseWriter | undefined;
+    const send = (event: ImageStreamEvent) => {
+      sse ??= new SseWriter(res);
+      sse.event(event.type, event);
+    };
+    let result: ImageResult;
+    try {
+      result = await generateImages(ctx.engine, request, { signal, onProgress: (p) => send({ type: `${kind}.progress`, image: p.image, images: p.images, step: p.step, steps: p.steps }) });
+    } catch (error) {
+      if (signal.aborted) return void sse?.end();
+      // Nothing sent yet: an ordinary JSON error with its status.
+      if (!sse) throw error;
+      const failure = toLserveError(error);
+      if (failure.status >= 500) ctx.options.log(`image stream failed after it began: ${(failure.cause as Error)?.stack ?? failure.stack}`);
+      send({ type: 'error', error: openAIError(failure).error });
+      return void sse.end();
+    }
+    // OpenAI's image streams carry base64; `response_format: "url"` asks for cache URLs instead.
+    const format = body.response_format ?? 'b64_json';
+    for (const [index, image] of result.images.entries()) {
+      const item = await itemOf(req, image, result, format);
+      send({ type: `${kind}.completed`, image: index, created_at: result.created, size: `${image.width}x${image.height}`, output_format: image.format, seed: image.seed, ...item });
+    }
+    sse?.end();
   };
 
   router.post('/v1/images/generations', async (req, res) => {
     const signal = requestSignal(req, res, ctx.shutdown);
     const body = parseKnownFields(imageGenerationSchema, req.body);
-    const result = await generate(requestOf(body), signal);
-    await answer(req, res, result, body.response_format ?? 'url');
+    await respond(req, res, requestOf(body), signal, body, 'image_generation');
   });
 
   router.post('/v1/images/edits', files, async (req, res) => {
@@ -77,8 +124,7 @@ export function imagesRouter(ctx: ServerContext): Router {
     const image = await inputImage(req, body.image, 'image', ctx, signal);
     if (!image) throw new InvalidRequestError("An 'image' to edit is required (a multipart file, or base64 / a data URI in JSON).", { param: 'image', code: 'missing_required_parameter' });
     const mask = await inputImage(req, body.mask, 'mask', ctx, signal);
-    const result = await generate({ ...requestOf(body), edit: { image: image.bytes, param: image.param, mask: mask?.bytes, maskParam: mask?.param } }, signal);
-    await answer(req, res, result, body.response_format ?? 'url');
+    await respond(req, res, { ...requestOf(body), edit: { image: image.bytes, param: image.param, mask: mask?.bytes, maskParam: mask?.param } }, signal, body, 'image_edit');
   });
 
   router.post('/v1/images/img2img', files, async (req, res) => {
@@ -87,8 +133,7 @@ export function imagesRouter(ctx: ServerContext): Router {
     const image = await inputImage(req, body.image, 'image', ctx, signal);
     if (!image) throw new InvalidRequestError("An 'image' to start from is required (a multipart file, or base64 / a data URI in JSON).", { param: 'image', code: 'missing_required_parameter' });
     if (fileList(req, 'mask').length) throw new UnsupportedError("img2img takes no 'mask'; use /v1/images/edits to repaint part of an image.", { param: 'mask' });
-    const result = await generate({ ...requestOf(body), init: { image: image.bytes, param: image.param, strength: body.strength ?? 0.5 } }, signal);
-    await answer(req, res, result, body.response_format ?? 'url');
+    await respond(req, res, { ...requestOf(body), init: { image: image.bytes, param: image.param, strength: body.strength ?? 0.5 } }, signal, body, 'image_edit');
   });
 
   router.get('/v1/images/cache/:filename', async (req, res) => {

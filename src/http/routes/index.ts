@@ -12,9 +12,12 @@ import { audioInfoRouter } from './audio-info.js';
 import { transcriptionRouter } from './transcription.js';
 import { transcriptionStreamRoute } from './transcription-stream.js';
 import { speechRouter } from './speech.js';
+import { modelStoreRouter } from './model-store.js';
+import { metricsRouter } from './metrics.js';
+import { psRouter } from './ps.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute];

@@ -55,6 +55,7 @@ export const transcriptionStreamRoute: WebSocketRoute = {
     try {
       stream = lease.model.open(); // OverloadedError: the upgrade is refused with 503
     } catch (error) {
+      ctx.engine.reportRejection(lease.installed.id, error);
       lease.release();
       throw error;
     }
@@ -120,7 +121,9 @@ export const transcriptionStreamRoute: WebSocketRoute = {
         if (finishing) throw new InvalidRequestError('Audio after {"type":"end"}: the stream is finishing; open a new one for more audio.', { code: 'audio_after_end' });
         touch();
         if (bytes.length % 2 !== 0) throw new InvalidRequestError(`Audio frames are PCM16: an even number of bytes (got ${bytes.length}).`, { code: 'invalid_audio' });
-        if (!stream.push(pcm16ToFloat32(bytes))) socket.pause();
+        const samples = pcm16ToFloat32(bytes);
+        ctx.engine.report({ type: 'transcription', model: lease.installed.id, audioSeconds: samples.length / lease.model.sampleRate });
+        if (!stream.push(samples)) socket.pause();
       }));
       socket.on('close', guard(end));
       // A protocol fault (see server.ts, which closes the socket): the stream ends with it.

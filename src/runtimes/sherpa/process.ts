@@ -41,6 +41,8 @@ export interface SherpaProcessOptions<ChildMessage> {
   /** How long a model config whose load killed the process is refused without retrying (default 30 s). */
   loadRetryDelayMs?: number;
   log?: (message: string) => void;
+  /** Called with the label when a process is started again to replace one that died (crashed, was killed). */
+  onRestart?: (label: string) => void;
   /** The sherpa-onnx-node module the process loads (default: the installed package). */
   sherpaModule?: string;
 }
@@ -105,6 +107,8 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   private readonly failedLoads = new Map<string, { error: LserveError; until: number }>();
   private nextModel = 1;
   private closed = false;
+  /** The last process died without being asked to: the next one started is a restart. */
+  private died = false;
 
   constructor(options: SherpaProcessOptions<ChildMessage>) {
     this.label = options.label;
@@ -225,7 +229,13 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   }
 
   private ensureChild(): Child<Info> {
-    if (!this.child || this.child.exited) this.child = this.spawnChild();
+    if (!this.child || this.child.exited) {
+      this.child = this.spawnChild();
+      if (this.died) {
+        this.died = false;
+        this.options.onRestart?.(this.label);
+      }
+    }
     return this.child;
   }
 
@@ -313,7 +323,10 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   private onExit(child: Child<Info>, code: number | null, signal: NodeJS.Signals | null): void {
     if (child.exited) return;
     child.exited = true;
-    if (this.child === child) this.child = undefined;
+    if (this.child === child) {
+      this.child = undefined;
+      if (!child.stopping && !this.closed) this.died = true;
+    }
     const how = child.fatal ? `failed (${child.fatal})` : signal ? `was killed (${signal})` : `exited with code ${code}`;
     if (child.loads.size || this.jobs.size) this.options.log?.(`the sherpa-onnx ${this.label} process (pid ${child.pid}) ${how}`);
     for (const pending of child.loads.values()) {

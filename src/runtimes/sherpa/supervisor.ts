@@ -31,6 +31,8 @@ export interface SupervisorOptions {
   /** How long a model config whose load killed the recognizer process is refused without retrying (default 30 s). */
   loadRetryDelayMs?: number;
   log?: (message: string) => void;
+  /** Called when the recognizer process is started again after it died. */
+  onRestart?: (label: string) => void;
   /** The sherpa-onnx-node module the process loads (default: the installed package). */
   sherpaModule?: string;
 }
@@ -63,6 +65,7 @@ export class SherpaSupervisor {
       onMessage: (message) => this.onMessage(message),
       loadRetryDelayMs: options.loadRetryDelayMs,
       log: options.log,
+      onRestart: options.onRestart,
       sherpaModule: options.sherpaModule,
     });
   }

@@ -1,0 +1,137 @@
+/** Microphone capture as PCM16, WAV files, and playing PCM as it streams in. */
+
+export interface Capture {
+  readonly sampleRate: number;
+  stop(): Promise<void>;
+}
+
+/** Opens the microphone at `sampleRate` (the browser resamples) and hands over 100 ms PCM16 chunks with their level. */
+export async function captureMicrophone(onChunk: (pcm: Int16Array, rms: number) => void, sampleRate = 16_000): Promise<Capture> {
+  if (!navigator.mediaDevices?.getUserMedia) throw new Error('this browser gives no microphone access here (it needs the page on localhost, 127.0.0.1 or HTTPS)');
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+  const context = new AudioContext({ sampleRate });
+  try {
+    await context.audioWorklet.addModule('/ui/pcm-worklet.js');
+  } catch (error) {
+    stream.getTracks().forEach((t) => t.stop());
+    await context.close();
+    throw error;
+  }
+  const source = context.createMediaStreamSource(stream);
+  const node = new AudioWorkletNode(context, 'pcm16-capture', { numberOfInputs: 1, numberOfOutputs: 1, channelCount: 1 });
+  node.port.onmessage = (e: MessageEvent<{ pcm: ArrayBuffer; rms: number }>) => onChunk(new Int16Array(e.data.pcm), e.data.rms);
+  // A node is only processed while connected towards the destination: through a muted gain, so nothing is heard.
+  const mute = context.createGain();
+  mute.gain.value = 0;
+  source.connect(node).connect(mute).connect(context.destination);
+  await context.resume();
+  let stopped: Promise<void> | undefined;
+  return {
+    sampleRate: context.sampleRate,
+    stop() {
+      stopped ??= (async () => {
+        stream.getTracks().forEach((t) => t.stop());
+        source.disconnect();
+        node.port.onmessage = null;
+        await context.close();
+      })();
+      return stopped;
+    },
+  };
+}
+
+/** A mono 16-bit WAV file of these chunks. */
+export function wavBlob(chunks: readonly Int16Array[], sampleRate: number): Blob {
+  const samples = chunks.reduce((n, c) => n + c.length, 0);
+  const header = new DataView(new ArrayBuffer(44));
+  const text = (at: number, s: string) => [...s].forEach((ch, i) => header.setUint8(at + i, ch.charCodeAt(0)));
+  text(0, 'RIFF');
+  header.setUint32(4, 36 + samples * 2, true);
+  text(8, 'WAVE');
+  text(12, 'fmt ');
+  header.setUint32(16, 16, true);
+  header.setUint16(20, 1, true);
+  header.setUint16(22, 1, true);
+  header.setUint32(24, sampleRate, true);
+  header.setUint32(28, sampleRate * 2, true);
+  header.setUint16(32, 2, true);
+  header.setUint16(34, 16, true);
+  text(36, 'data');
+  header.setUint32(40, samples * 2, true);
+  return new Blob([header.buffer, ...chunks.map((c) => c.slice().buffer)], { type: 'audio/wav' });
+}
+
+/**
+ * Plays PCM16 mono as it arrives: each piece is scheduled right after the
+ * previous one on one AudioContext clock, so audio starts with the first
+ * bytes and plays gap-free while the rest is still being made.
+ */
+export class PcmPlayer {
+  private readonly context: AudioContext;
+  private at = 0;
+  private carry: number | undefined;
+  private readonly sources = new Set<AudioBufferSourceNode>();
+  readonly chunks: Int16Array[] = [];
+  /** Seconds of audio received (and scheduled). */
+  seconds = 0;
+
+  constructor(readonly sampleRate: number) {
+    this.context = new AudioContext({ sampleRate });
+  }
+
+  get state(): AudioContextState {
+    return this.context.state;
+  }
+
+  /** Seconds played so far. */
+  get played(): number {
+    return Math.max(0, Math.min(this.seconds, this.seconds - (this.at - this.context.currentTime)));
+  }
+
+  push(bytes: Uint8Array): void {
+    let data = bytes;
+    if (this.carry !== undefined) {
+      const joined = new Uint8Array(bytes.length + 1);
+      joined[0] = this.carry;
+      joined.set(bytes, 1);
+      data = joined;
+      this.carry = undefined;
+    }
+    if (data.length % 2) {
+      this.carry = data[data.length - 1];
+      data = data.subarray(0, data.length - 1);
+    }
+    if (!data.length) return;
+    const pcm = new Int16Array(data.slice().buffer);
+    this.chunks.push(pcm);
+    const buffer = this.context.createBuffer(1, pcm.length, this.sampleRate);
+    const channel = buffer.getChannelData(0);
+    for (let i = 0; i < pcm.length; i++) channel[i] = pcm[i]! / 0x8000;
+    const source = this.context.createBufferSource();
+    source.buffer = buffer;
+    source.connect(this.context.destination);
+    // A little lead on the first piece; a late piece starts now rather than in the past.
+    this.at = Math.max(this.at, this.context.currentTime + (this.seconds === 0 ? 0.05 : 0));
+    source.start(this.at);
+    this.at += buffer.duration;
+    this.seconds += buffer.duration;
+    this.sources.add(source);
+    source.onended = () => this.sources.delete(source);
+  }
+
+  /** Resolves when everything scheduled has played. */
+  async drained(): Promise<void> {
+    while (this.context.state === 'running' && this.context.currentTime < this.at) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  wav(): Blob {
+    return wavBlob(this.chunks, this.sampleRate);
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sources) s.stop();
+    if (this.context.state !== 'closed') await this.context.close();
+  }
+}

@@ -1,0 +1,416 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Catalog, DEFAULT_CATALOG_PATH } from '../../src/core/catalog.js';
+import { renderPage } from '../fixtures/ocr/corpus.js';
+import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
+import { tinyZipformerModel } from '../fixtures/onnx/zipformer.js';
+import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
+import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
+import { CHAT_MODEL_ID, NEVER_END, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
+import { startMirror, testBytes, writeCatalog, type Mirror } from '../helpers/hf-mirror.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * The playground in a real browser: headless Chromium (Debian's `chromium`
+ * package, or CHROMIUM_PATH) driven by playwright-core against the real
+ * server on the synthetic models. Every panel does its job end to end through
+ * the public API — chat streams (reasoning folded, stop), a file and the fake
+ * microphone (Chromium plays a WAV as its capture device) transcribe, speech
+ * plays while it streams in all three voice modes, images generate, an edit
+ * with a mask painted by the mouse comes back, OCR draws its boxes, a pull
+ * shows its progress and the model appears (then goes) — and a screenshot of
+ * each panel is written to test/.artifacts/.
+ */
+
+/*
+ * The callbacks handed to page.evaluate run in the page. This project's
+ * tsconfig has no DOM library (its code runs on Node), so the few browser
+ * names those callbacks use are declared here, loosely typed.
+ */
+declare const document: any;
+declare const window: any;
+declare const MutationObserver: any;
+type HTMLElement = any;
+type HTMLCanvasElement = any;
+type HTMLImageElement = any;
+type HTMLProgressElement = any;
+type HTMLAudioElement = any;
+type HTMLDetailsElement = any;
+
+const ARTIFACTS = fileURLToPath(new URL('../.artifacts/', import.meta.url));
+const SPEECH_WAV = fileURLToPath(new URL('../fixtures/audio/speech.wav', import.meta.url));
+const REPO = 'test-org/playground';
+
+/** The browser to drive: CHROMIUM_PATH, else the first Chromium or Chrome on PATH. */
+function findChromium(): string | undefined {
+  if (process.env.CHROMIUM_PATH) return existsSync(process.env.CHROMIUM_PATH) ? process.env.CHROMIUM_PATH : undefined;
+  const dirs = (process.env.PATH ?? '').split(path.delimiter).filter(Boolean);
+  for (const name of ['chromium', 'chromium-browser', 'google-chrome', 'google-chrome-stable']) {
+    for (const dir of dirs) if (existsSync(path.join(dir, name))) return path.join(dir, name);
+  }
+  return undefined;
+}
+
+const chromiumPath = findChromium();
+if (!chromiumPath) {
+  console.warn(
+    'playground.test.ts: SKIPPED — no Chromium found. Install Debian\'s `chromium` package (apt-get install chromium; .ci/run does) or set CHROMIUM_PATH to a Chromium/Chrome binary.',
+  );
+}
+
+describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
+  let mirror: Mirror;
+  let dir: string;
+  let server: TestServer;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const problems: string[] = [];
+  const previousEndpoint = process.env.HF_ENDPOINT;
+
+  beforeAll(async () => {
+    await mkdir(ARTIFACTS, { recursive: true });
+    dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-playground-'));
+    mirror = await startMirror();
+    process.env.HF_ENDPOINT = mirror.endpoint;
+    // 1.2 MB at 300 kB/s: a pull long enough to watch its bar move.
+    const file = await mirror.put(REPO, 'model.onnx', testBytes(1_200_000, 9), { linkedEtag: true, bytesPerSecond: 300_000 });
+    const real = Catalog.load(fileURLToPath(DEFAULT_CATALOG_PATH)).entries;
+    const catalog = await writeCatalog(dir, [
+      ...real,
+      { id: 'tiny-pull', kind: 'asr', backend: 'onnx', description: 'a small test download', owned_by: 'test', license: 'mit', files: { model: { repo: REPO, path: 'model.onnx', size: file.size } } },
+    ]);
+    server = await startTestServer({ engine: { catalogPath: catalog, threads: 1 } });
+    const store = server.engine.store;
+    const { tinyQwen3TtsModel } = await import('../fixtures/onnx/qwen3-tts.js');
+    await store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+    await store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-test' });
+    await store.registerDirectory(await tinyZipformerModel(), { kind: 'asr-stream', id: 'zipformer-test' });
+    await store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
+    await store.registerDirectory(await tinyQwen3TtsModel('voicedesign'), { kind: 'tts', id: 'qwen-design' });
+    await store.registerDirectory(await tinyQwen3TtsModel('base'), { kind: 'tts', id: 'qwen-clone' });
+    await store.registerDirectory(await tinySdTurboModel(), { kind: 'image', id: 'sd-test' });
+
+    const { chromium } = await import('playwright-core');
+    browser = await chromium.launch({
+      executablePath: chromiumPath,
+      args: [
+        // A fake microphone that plays speech.wav (in a loop), allowed without a prompt.
+        '--use-fake-device-for-media-stream',
+        '--use-fake-ui-for-media-stream',
+        `--use-file-for-fake-audio-capture=${SPEECH_WAV}`,
+        '--autoplay-policy=no-user-gesture-required',
+      ],
+    });
+    context = await browser.newContext({ viewport: { width: 1280, height: 820 }, colorScheme: 'light' });
+    await context.grantPermissions(['microphone', 'clipboard-read', 'clipboard-write'], { origin: server.url });
+    page = await context.newPage();
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    page.on('console', (message) => {
+      // A refused request is the API answering (shown in the page); anything else is a fault of the page.
+      if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) problems.push(`console: ${message.text()}`);
+    });
+    await page.goto(`${server.url}/`);
+    await page.waitForSelector('body[data-ready="true"]');
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    await mirror?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+    if (previousEndpoint === undefined) delete process.env.HF_ENDPOINT;
+    else process.env.HF_ENDPOINT = previousEndpoint;
+  });
+
+  const open = async (panel: string) => {
+    await page.click(`#nav a[data-panel="${panel}"]`);
+    await page.waitForSelector(`#panel-${panel}:not([hidden])`);
+  };
+  const shot = (panel: string) => page.screenshot({ path: path.join(ARTIFACTS, `playground-${panel}.png`) });
+  /** Records every text `selector` shows from now on (to see progress that passes). */
+  const watchText = (selector: string) =>
+    page.evaluate((sel) => {
+      const seen: string[] = [];
+      const node = document.querySelector(sel)!;
+      new MutationObserver(() => seen.push(node.textContent ?? '')).observe(node, { subtree: true, childList: true, characterData: true });
+      (window as unknown as Record<string, string[]>)[`seen:${sel}`] = seen;
+    }, selector);
+  const seenText = (selector: string) => page.evaluate((sel) => (window as unknown as Record<string, string[]>)[`seen:${sel}`]!, selector);
+
+  it('loads from the server itself, same-origin under its CSP, and connects', async () => {
+    expect(await page.textContent('#server-status')).toMatch(/connected · \d+ models/);
+    expect(await page.title()).toBe('lserve · Chat');
+  });
+
+  it('chat: streams the answer, shows the reasoning folded, and stops on demand', async () => {
+    await open('chat');
+    await page.selectOption('#chat-model', CHAT_MODEL_ID);
+    await page.fill('#chat-system', 'You are terse.');
+    await page.fill('#chat-max-tokens', '24');
+    await page.fill('#chat-temperature', '0');
+    await page.selectOption('#chat-thinking', 'on');
+    await page.fill('#chat-thinking-tokens', '3');
+    // The random-weight model thinks only when steered: the extra-fields box passes logit_bias through.
+    await page.fill('#chat-extra', JSON.stringify({ logit_bias: { [TOKENS.think]: 4.5, [TOKENS.newline]: 3, [TOKENS.endThink]: -100, ...NEVER_END }, presence_penalty: 2, frequency_penalty: 2 }));
+    await watchText('#chat-log');
+    await page.fill('#chat-input', 'Why is the sky blue?');
+    await page.press('#chat-input', 'Enter');
+    const answer = page.locator('.msg.assistant').last();
+    await answer.and(page.locator('[data-done]')).waitFor({ timeout: 30_000 });
+    const content = (await answer.locator('.content').textContent()) ?? '';
+    expect(content.length).toBeGreaterThan(0);
+    // Streamed: the log showed the answer growing, not all at once.
+    const lengths = new Set((await seenText('#chat-log')).map((t) => t.length));
+    expect(lengths.size).toBeGreaterThan(4);
+    const reasoning = answer.locator('details.reasoning');
+    expect(await reasoning.count()).toBe(1);
+    expect(await reasoning.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(false);
+    expect(((await reasoning.locator('.text').textContent()) ?? '').length).toBeGreaterThan(0);
+    expect(await answer.locator('.meta').textContent()).toMatch(/tokens/);
+
+    // Stop: a long answer is cut when the button is pressed.
+    await page.fill('#chat-extra', JSON.stringify({ logit_bias: NEVER_END }));
+    await page.selectOption('#chat-thinking', 'off');
+    await page.fill('#chat-max-tokens', '4000');
+    await page.fill('#chat-input', 'Tell me a long story.');
+    await page.click('#chat-send');
+    await page.waitForFunction(() => (document.querySelector('.msg.assistant:last-child .content')?.textContent ?? '').length > 5);
+    await page.click('#chat-stop');
+    await page.locator('.msg.assistant:last-child[data-done]').waitFor({ timeout: 10_000 });
+    expect(await page.textContent('#chat-status')).toBe('stopped');
+    expect(await page.isDisabled('#chat-stop')).toBe(true);
+    await page.click('.msg.assistant >> nth=0 >> details.reasoning summary');
+    await shot('chat');
+  }, 60_000);
+
+  it('speech to text: a file gives text (with segments), the fake microphone gives live text over the WebSocket', async () => {
+    await open('transcribe');
+    await page.selectOption('#stt-model', 'whisper-test');
+    await page.setInputFiles('#stt-file', SPEECH_WAV);
+    await page.click('#stt-run');
+    await page.locator('#stt-status[data-kind="ok"]').waitFor({ timeout: 30_000 });
+    expect(await page.textContent('#stt-meta')).toMatch(/\d\.\d s of audio/);
+    expect(((await page.textContent('#stt-text')) ?? '').length).toBeGreaterThan(0);
+
+    await page.selectOption('#stt-live-model', 'zipformer-test');
+    await watchText('#stt-partial');
+    await page.click('#stt-mic');
+    await page.waitForFunction(() => document.querySelector('#stt-live-status')?.textContent === 'listening…', undefined, { timeout: 20_000 });
+    // speech.wav has two phrases with pauses: a final comes at a pause.
+    await page.locator('#stt-segments tbody tr').first().waitFor({ timeout: 20_000 });
+    expect(await page.evaluate(() => Number((document.querySelector('#stt-level') as HTMLProgressElement).value) >= 0)).toBe(true);
+    await page.click('#stt-mic');
+    await page.locator('#stt-live-status[data-kind="ok"]').waitFor({ timeout: 20_000 });
+    expect(await page.textContent('#stt-live-status')).toMatch(/^done · \d+ segments?$/);
+    expect(((await page.textContent('#stt-text')) ?? '').trim().length).toBeGreaterThan(0);
+    expect((await seenText('#stt-partial')).some((t) => t.trim().length > 0)).toBe(true);
+    expect(await page.textContent('#stt-segments tbody tr td.num')).toMatch(/^\d:\d\d\.\d$/);
+    await shot('transcribe');
+  }, 60_000);
+
+  it('text to speech: plays while it streams, with a preset voice, a designed voice and a recorded clone', async () => {
+    await open('speech');
+    const speakAndWait = async () => {
+      await page.evaluate(() => {
+        const panel = document.querySelector('#panel-speech') as HTMLElement;
+        delete panel.dataset.played;
+        delete panel.dataset.received;
+        (window as unknown as { playingBeforeEnd: boolean | undefined }).playingBeforeEnd = undefined;
+        new MutationObserver((_: unknown, observer: { disconnect(): void }) => {
+          if (panel.dataset.playing) {
+            // Audio was playing before the stream was over (the finished file is shown only at its end).
+            (window as unknown as { playingBeforeEnd: boolean }).playingBeforeEnd = (document.querySelector('#tts-audio') as HTMLAudioElement).hidden;
+            observer.disconnect();
+          }
+        }).observe(panel, { attributes: true });
+      });
+      await page.click('#tts-speak');
+      await page.locator('#panel-speech[data-played]').waitFor({ timeout: 40_000 });
+      expect(Number(await page.getAttribute('#panel-speech', 'data-played'))).toBeGreaterThan(0.1);
+      expect(await page.evaluate(() => (window as unknown as { playingBeforeEnd: boolean }).playingBeforeEnd)).toBe(true);
+      expect(await page.getAttribute('#tts-audio', 'src')).toMatch(/^blob:/);
+      expect(await page.textContent('#tts-status')).toMatch(/^played \d+\.\d s$/);
+    };
+
+    await page.selectOption('#tts-model', 'piper-test');
+    await page.waitForFunction(() => (document.querySelector('#tts-mode')?.textContent ?? '') === 'preset voices');
+    await speakAndWait();
+
+    await page.selectOption('#tts-model', 'qwen-design');
+    await page.waitForFunction(() => document.querySelector('#tts-mode')?.textContent === 'voice design');
+    await page.fill('#tts-instructions', 'A calm, low voice.');
+    await page.fill('#tts-input', 'Hello there.');
+    await speakAndWait();
+
+    await page.selectOption('#tts-model', 'qwen-clone');
+    await page.waitForFunction(() => document.querySelector('#tts-mode')?.textContent === 'voice clone');
+    await page.click('#tts-ref-record');
+    await page.waitForTimeout(1500);
+    await page.click('#tts-ref-record');
+    expect(await page.textContent('#tts-ref-name')).toMatch(/^recording · 1\.\d s$/);
+    await page.fill('#tts-ref-text', 'hello world');
+    await speakAndWait();
+    await shot('speech');
+  }, 90_000);
+
+  it('images: generates with progress, repaints a mask painted with the brush, and transforms a result', async () => {
+    await open('images');
+    await page.selectOption('#img-model', 'sd-test');
+    await page.selectOption('#img-size', '64x64');
+    await page.fill('#img-seed', '7');
+    await page.fill('#img-steps', '2');
+    await page.fill('#img-prompt', 'a lighthouse at dusk, oil painting');
+    await watchText('#img-status');
+    await page.click('#img-run');
+    await page.locator('#img-results figure').first().waitFor({ timeout: 30_000 });
+    await page.locator('#img-status[data-kind="ok"]').waitFor();
+    const progress = await seenText('#img-status');
+    expect(progress).toContain('image 1/1 · step 1/2');
+    expect(progress.some((t) => /step 2\/2/.test(t))).toBe(true);
+    expect(await page.textContent('#img-results figcaption')).toContain('64x64 · seed 7');
+
+    // Edit: a source image, a mask painted across its middle with the mouse.
+    const source = path.join(dir, 'source.png');
+    await writeFile(source, await sharp({ create: { width: 64, height: 64, channels: 3, background: { r: 60, g: 140, b: 210 } } }).png().toBuffer());
+    await page.click('#img-mode button[data-mode="edit"]');
+    await page.setInputFiles('#img-file', source);
+    await page.locator('#img-stage:not([hidden])').waitFor();
+    await page.fill('#img-brush', '100');
+    const box = (await page.locator('#img-mask').boundingBox())!;
+    await page.mouse.move(box.x + box.width * 0.25, box.y + box.height * 0.5);
+    await page.mouse.down();
+    for (let i = 1; i <= 10; i++) await page.mouse.move(box.x + box.width * (0.25 + i * 0.05), box.y + box.height * 0.5);
+    await page.mouse.up();
+    const painted = await page.evaluate(() => {
+      const canvas = document.querySelector('#img-mask') as HTMLCanvasElement;
+      const data = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height).data;
+      let n = 0;
+      for (let i = 3; i < data.length; i += 4) if (data[i]! > 0) n++;
+      return n / (canvas.width * canvas.height);
+    });
+    expect(painted).toBeGreaterThan(0.1);
+    expect(painted).toBeLessThan(0.9);
+    await page.fill('#img-prompt', 'a round window');
+    await page.click('#img-run');
+    await page.locator('#img-results figure').nth(1).waitFor({ timeout: 30_000 });
+    await page.locator('#img-status[data-kind="ok"]').waitFor();
+    // The edit kept the unpainted corners exactly as sent.
+    const corner = await page.evaluate(async () => {
+      const img = document.querySelector('#img-results figure img') as HTMLImageElement;
+      await img.decode();
+      const canvas = document.createElement('canvas');
+      canvas.width = img.naturalWidth;
+      canvas.height = img.naturalHeight;
+      const g = canvas.getContext('2d')!;
+      g.drawImage(img, 0, 0);
+      return [...g.getImageData(1, 1, 1, 1).data.slice(0, 3), canvas.width];
+    });
+    expect(corner).toEqual([60, 140, 210, 64]);
+    await shot('images');
+
+    // Image to image from a result.
+    await page.click('#img-mode button[data-mode="img2img"]');
+    await page.click('#img-results figure >> nth=0 >> button:has-text("Use as source")');
+    await page.locator('#img-stage:not([hidden])').waitFor();
+    await page.click('#img-run');
+    await page.locator('#img-results figure').nth(2).waitFor({ timeout: 30_000 });
+  }, 90_000);
+
+  it('OCR: draws the boxes on the picture and lists each line with its confidence', async () => {
+    await open('ocr');
+    const rendered = await renderPage({ name: 'page', font: 'DejaVu Sans', size: 24, lines: 4, inverted: false, width: 960, offset: 0 });
+    const file = path.join(dir, 'page.png');
+    await writeFile(file, rendered.png);
+    await page.setInputFiles('#ocr-file', file);
+    await page.locator('#ocr-status[data-kind="ok"]').waitFor({ timeout: 40_000 });
+    const rows = page.locator('#ocr-lines tbody tr');
+    expect(await rows.count()).toBeGreaterThanOrEqual(3);
+    expect((await rows.first().locator('td').nth(1).textContent())!.length).toBeGreaterThan(5);
+    expect(await rows.first().locator('td').nth(2).textContent()).toMatch(/^0\.\d{3}$|^1\.000$/);
+    // The boxes are drawn in colour over the grey page.
+    const coloured = await page.evaluate(() => {
+      const canvas = document.querySelector('#ocr-canvas') as HTMLCanvasElement;
+      const data = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height).data;
+      let n = 0;
+      for (let i = 0; i < data.length; i += 4) if (Math.abs(data[i]! - data[i + 1]!) > 40 || Math.abs(data[i + 1]! - data[i + 2]!) > 40) n++;
+      return n;
+    });
+    expect(coloured).toBeGreaterThan(500);
+    expect(await page.textContent('#ocr-meta')).toMatch(/^\d+ lines · 960×\d+ · \d+ ms$/);
+    await rows.nth(1).hover();
+    await shot('ocr');
+  }, 60_000);
+
+  it('models: lists installed and catalog models; a pull shows its progress and the model appears; remove takes it away', async () => {
+    await open('models');
+    await page.locator('#models-table tbody tr').first().waitFor();
+    expect(await page.textContent('#models-table tbody')).toContain('ppocr-v4-mobile');
+    await page.fill('#models-filter', 'tiny-pull');
+    const row = page.locator('#models-table tr[data-model="tiny-pull"]');
+    expect(await row.locator('.badge').textContent()).toBe('not pulled');
+    expect(await row.locator('td.num').textContent()).toBe('1.2 MB');
+    await row.locator('button:has-text("Pull")').click();
+    // The bar moves: caught part way.
+    await page.waitForFunction(() => {
+      const p = Number((document.querySelector('tr[data-model="tiny-pull"] .pull') as HTMLElement | null)?.dataset.progress);
+      return p > 0.15 && p < 0.85;
+    }, undefined, { timeout: 20_000 });
+    expect(await row.locator('.badge').textContent()).toBe('pulling');
+    expect(await row.locator('.pull span').textContent()).toMatch(/kB \/ 1\.2 MB · .*\/s · model\.onnx|KB \/ 1\.2 MB · .*\/s · model\.onnx/);
+    await page.fill('#models-filter', '');
+    await page.fill('#models-filter', 'tiny');
+    await shot('models');
+    await row.locator('.badge:has-text("installed")').waitFor({ timeout: 20_000 });
+    // It appears: in the server's list and in the speech-to-text picker.
+    const listed = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+    expect(listed.data.map((m) => m.id)).toContain('tiny-pull');
+    await page.waitForFunction(() => !!document.querySelector('#stt-model option[value="tiny-pull"]'));
+    // Remove asks once more, then removes.
+    await row.locator('button:has-text("Remove")').click();
+    await row.locator('button:has-text("Confirm")').click();
+    await row.locator('.badge:has-text("not pulled")').waitFor({ timeout: 10_000 });
+    await page.waitForFunction(() => !document.querySelector('#stt-model option[value="tiny-pull"]'));
+  }, 60_000);
+
+  it('asks for the API key of a server that has one, and then works with it (HTTP and the WebSocket)', async () => {
+    const keyed = await startTestServer({ server: { apiKey: 'correct horse/battery+staple' } });
+    const other = await browser.newContext({ viewport: { width: 1280, height: 820 } });
+    try {
+      await keyed.engine.store.registerDirectory(await tinyZipformerModel(), { kind: 'asr-stream', id: 'zipformer-test' });
+      await other.grantPermissions(['microphone'], { origin: keyed.url });
+      const tab = await other.newPage();
+      tab.on('pageerror', (error) => problems.push(`page error (keyed): ${error.message}`));
+      await tab.goto(`${keyed.url}/`);
+      await tab.locator('#key-dialog[open]').waitFor();
+      expect(await tab.textContent('#server-status')).toMatch(/API key/i);
+      await tab.fill('#key-input', 'correct horse/battery+staple');
+      await tab.click('#key-save');
+      await tab.waitForFunction(() => /^connected · 2 models$/.test(document.querySelector('#server-status')?.textContent ?? ''));
+      // The live transcription socket carries the key as a subprotocol.
+      await tab.click('#nav a[data-panel="transcribe"]');
+      await tab.click('#stt-mic');
+      await tab.waitForFunction(() => document.querySelector('#stt-live-status')?.textContent === 'listening…', undefined, { timeout: 20_000 });
+      await tab.click('#stt-mic');
+      await tab.locator('#stt-live-status[data-kind="ok"]').waitFor({ timeout: 20_000 });
+    } finally {
+      await other.close();
+      await keyed.stop();
+    }
+  }, 60_000);
+
+  it('logged no page error and no Content-Security-Policy violation', async () => {
+    expect(problems).toEqual([]);
+    for (const panel of ['chat', 'transcribe', 'speech', 'images', 'ocr', 'models']) {
+      expect(existsSync(path.join(ARTIFACTS, `playground-${panel}.png`)), panel).toBe(true);
+      const meta = await sharp(await readFile(path.join(ARTIFACTS, `playground-${panel}.png`))).metadata();
+      expect([meta.width, meta.height]).toEqual([1280, 820]);
+    }
+  });
+});

@@ -156,7 +156,7 @@ const ROUTES: Route[] = [
       ['guidance_scale', 'high'],
       ['response_format', 'png'],
       ['seed', -1],
-      ['stream', true],
+      ['stream', 'yes'],
     ],
     multipart: false,
   },

@@ -69,15 +69,105 @@ export class LogMel {
     this.re = new Float64Array(nFft / 2 + 1);
     this.im = new Float64Array(nFft / 2 + 1);
     this.power = new Float64Array(nFft / 2 + 1);
+    this.bandValues = new Float64Array(nMels);
   }
+
+  /**
+   * Log10 mel energies of the frame whose samples start at `start` (centred STFT: frame t starts at
+   * t·hop − n_fft/2), into this.bandValues; `at` gives the samples outside [0, samples.length).
+   */
+  private logFrame(samples: Float32Array, start: number, at: (i: number) => number): Float64Array {
+    const { nFft, nMels } = this.options;
+    const half = nFft / 2;
+    const { fft, re, im, power, windowEven, windowOdd, bandFirst, bandStart, weights, bandValues } = this;
+    const { packedRe, packedIm } = fft;
+    if (start >= 0 && start + nFft <= samples.length) {
+      for (let n = 0; n < half; n++) {
+        packedRe[n] = samples[start + 2 * n]! * windowEven[n]!;
+        packedIm[n] = samples[start + 2 * n + 1]! * windowOdd[n]!;
+      }
+    } else {
+      for (let n = 0; n < half; n++) {
+        packedRe[n] = at(start + 2 * n) * windowEven[n]!;
+        packedIm[n] = at(start + 2 * n + 1) * windowOdd[n]!;
+      }
+    }
+    fft.spectrum(re, im);
+    for (let k = 0; k <= half; k++) power[k] = re[k]! * re[k]! + im[k]! * im[k]!;
+    for (let m = 0; m < nMels; m++) {
+      const first = bandFirst[m]! - bandStart[m]!;
+      let sum = 0;
+      for (let i = bandStart[m]!, stop = bandStart[m + 1]!; i < stop; i++) sum += weights[i]! * power[first + i]!;
+      bandValues[m] = Math.log10(Math.max(sum, 1e-10));
+    }
+    return bandValues;
+  }
+
+  /** Frames of a whole file's log-mel (transformers' WhisperFeatureExtractor: the centred STFT's last frame dropped). */
+  fileFrames(samples: Float32Array): number {
+    return Math.floor(samples.length / this.options.hop);
+  }
+
+  /** The log10 maximum of the whole file's log-mel, cached per samples array. */
+  private async fileMaximum(samples: Float32Array, at: (i: number) => number): Promise<number> {
+    const cached = this.fileMaxima.get(samples);
+    if (cached !== undefined) return cached;
+    const { hop, nFft } = this.options;
+    let max = -Infinity;
+    const frames = this.fileFrames(samples);
+    for (let t = 0; t < frames; t++) {
+      if (t % FRAMES_PER_SLICE === FRAMES_PER_SLICE - 1) await setImmediatePromise();
+      for (const v of this.logFrame(samples, t * hop - nFft / 2, at)) if (v > max) max = v;
+    }
+    if (frames === 0) max = Math.log10(1e-10);
+    this.fileMaxima.set(samples, max);
+    return max;
+  }
+
+  /**
+   * Long-form features (transformers' WhisperFeatureExtractor over the whole
+   * file, then the window sliced from it): the frames of `samples` from
+   * `offset` (a multiple of hop) for `length` samples, computed with the file
+   * around them (reflected only at the file's edges) and normalised by the
+   * whole file's maximum (floor at max − 8, (x + 4) / 4); every frame past
+   * `length` or the file's last frame is 0.0, as the reference pads.
+   */
+  async computeInFile(samples: Float32Array, offset: number, length: number): Promise<Float32Array> {
+    const { nFft, hop, nMels } = this.options;
+    const n = samples.length;
+    const at = (i: number): number => {
+      if (n === 1) return samples[0]!;
+      let j = i < 0 ? -i : i;
+      if (j >= n) j = 2 * (n - 1) - j;
+      return samples[Math.max(0, j)] ?? 0;
+    };
+    const max = await this.fileMaximum(samples, at);
+    const floor = max - 8;
+    const frames = this.frames;
+    const first = Math.floor(offset / hop);
+    const count = Math.max(0, Math.min(frames, Math.ceil(length / hop), this.fileFrames(samples) - first));
+    const out = new Float32Array(nMels * frames);
+    for (let t = 0; t < count; t++) {
+      if (t % FRAMES_PER_SLICE === FRAMES_PER_SLICE - 1) await setImmediatePromise();
+      const values = this.logFrame(samples, (first + t) * hop - nFft / 2, at);
+      for (let m = 0; m < nMels; m++) out[m * frames + t] = (Math.max(values[m]!, floor) + 4) / 4;
+    }
+    return out;
+  }
+
+  /** Log10 maximum of each file's log-mel (file mode), computed once per samples array. */
+  private readonly fileMaxima = new WeakMap<Float32Array, number>();
+  private readonly bandValues: Float64Array;
 
   /**
    * Features of `samples[offset, offset + length)` (at most one window; the
    * rest is silence) as `[nMels, frames]`, row-major: the encoder's
    * `input_features` for one item. Yields to the event loop every
-   * FRAMES_PER_SLICE frames.
+   * FRAMES_PER_SLICE frames. With scope 'file', the long-form features of
+   * computeInFile instead (normalised over the whole file, zero-padded).
    */
-  async compute(samples: Float32Array, offset = 0, length = Math.min(samples.length - offset, this.options.windowSamples)): Promise<Float32Array> {
+  async compute(samples: Float32Array, offset = 0, length = Math.min(samples.length - offset, this.options.windowSamples), scope: 'window' | 'file' = 'window'): Promise<Float32Array> {
+    if (scope === 'file') return this.computeInFile(samples, offset, length);
     const { nFft, hop, nMels, windowSamples } = this.options;
     const half = nFft / 2;
     const frames = this.frames;

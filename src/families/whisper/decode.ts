@@ -96,6 +96,8 @@ export interface DecodeResult {
   avgLogprob: number;
   noSpeechProb: number;
   temperature: number;
+  /** Whether the window ended on <|endoftext|> (rather than at the length limit). */
+  endedWithEot?: boolean;
   /** With DecodeOptions.attention: row k is the attention that chose token k (one more for the end of text, when it was reached). */
   attention?: AttentionRows;
 }
@@ -153,6 +155,7 @@ export async function decodeWindow(runtime: WhisperRuntime, window: EncodedWindo
   const weights = new Float64Array(vocabulary.size);
   let sumLogprob = 0;
   let noSpeechProb = 0;
+  let endedWithEot = false;
   try {
     const rows = await decoder.start(prompt, sotIndex === prompt.length - 1 ? [sotIndex] : [sotIndex, prompt.length - 1]);
     if (vocabulary.noSpeech !== undefined) noSpeechProb = Math.exp(logSoftmaxAt(rows[0]!, vocabulary.noSpeech));
@@ -165,8 +168,13 @@ export async function decodeWindow(runtime: WhisperRuntime, window: EncodedWindo
       if (i === 0) for (const token of vocabulary.beginSuppress) filtered[token] = -Infinity;
       if (options.timestamps) applyTimestampRules(filtered, sampled, vocabulary, i === 0);
       const { token, logprob } = pick(filtered, options.temperature, options.random, weights);
-      if (token === vocabulary.eot || token < 0) break;
+      if (token < 0) break;
+      // The end of text counts in the mean log-probability (transformers' _retrieve_avg_logprobs, openai/whisper).
       sumLogprob += logprob;
+      if (token === vocabulary.eot) {
+        endedWithEot = true;
+        break;
+      }
       sampled.push(token);
       if (i + 1 < limit) logits = await decoder.next(token);
     }
@@ -174,7 +182,10 @@ export async function decodeWindow(runtime: WhisperRuntime, window: EncodedWindo
     await decoder.close();
   }
   const attention = options.attention ? decoder.attention?.() : undefined;
-  return { tokens: sampled, avgLogprob: sumLogprob / (sampled.length + 1), noSpeechProb, temperature: options.temperature, ...(attention ? { attention } : {}) };
+  // Mean over the tokens scored: the sampled ones and the end of text when it came (transformers divides
+  // by the sampled count alone when a window stops at the length limit; openai/whisper by count + 1).
+  const scored = sampled.length + (endedWithEot ? 1 : 0);
+  return { tokens: sampled, avgLogprob: scored > 0 ? sumLogprob / scored : 0, noSpeechProb, endedWithEot, temperature: options.temperature, ...(attention ? { attention } : {}) };
 }
 
 /** openai/whisper's default suppressed set: the model's list plus task and start tokens. */

@@ -1,6 +1,6 @@
 import { InvalidRequestError } from '../../core/errors.js';
 import type { Segment, Transcription, TranscriptionOptions } from '../../core/tasks/transcribe/transcriber.js';
-import { compressionRatio, splitWindow } from './segments.js';
+import { compressionRatio, promptTokens, splitWindow, textTokens } from './segments.js';
 import { decodeWindow, detectLanguage, type DecodeResult, type WhisperRuntime } from './decode.js';
 import { windowWords } from './word-times.js';
 import type { Word } from '../../core/tasks/transcribe/transcriber.js';
@@ -20,7 +20,7 @@ export type { Transcription } from '../../core/tasks/transcribe/transcriber.js';
 const SAMPLE_RATE = 16_000;
 const HOP = 160;
 const FALLBACK_TEMPERATURES = [0, 0.2, 0.4, 0.6, 0.8, 1.0];
-/** openai/whisper's thresholds: above this gzip ratio a window is repetition; below this mean logprob, a guess. */
+/** openai/whisper's thresholds: above this zlib ratio a window is repetition; below this mean logprob, a guess. */
 const MAX_COMPRESSION_RATIO = 2.4;
 const MIN_AVG_LOGPROB = -1;
 const NO_SPEECH_THRESHOLD = 0.6;
@@ -42,7 +42,8 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
   const task = request.task ?? 'transcribe';
   const temperatures = request.temperature !== undefined && request.temperature > 0 ? [request.temperature] : FALLBACK_TEMPERATURES;
   const random = seededRandom(request.seed ?? 0);
-  const audioFrames = Math.ceil(samples.length / HOP);
+  // The whole file's log-mel frames (the centred STFT's last frame dropped), as transformers counts them.
+  const audioFrames = samples.length > 0 ? Math.max(1, Math.floor(samples.length / HOP)) : 0;
   const regions = (request.regions ?? [{ start: 0, end: samples.length / SAMPLE_RATE }]).map((r) => ({
     from: Math.max(0, Math.floor((r.start * SAMPLE_RATE) / HOP)),
     to: Math.min(audioFrames, Math.ceil((r.end * SAMPLE_RATE) / HOP)),
@@ -51,54 +52,68 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
   const windowFrames = mel.frames;
   const segments: Segment[] = [];
   const words: Word[] | undefined = request.wordTimestamps ? [] : undefined;
-  let prompt = request.prompt ? runtime.encodeText(` ${request.prompt.trim()}`) : [];
+  const duration = samples.length / SAMPLE_RATE;
+  const initialPrompt = request.prompt ? runtime.encodeText(` ${request.prompt.trim()}`) : [];
+  // The decoded segments' tokens condition each window (transformers' condition_on_prev_tokens), except right after a hot one.
+  const history: Array<{ tokens: readonly number[] }> = [];
+  let conditionOnPrevious = true;
+  /** Decoded text of text tokens ('' for none: the tokenizer refuses an empty array). */
+  const textOf = (tokens: readonly number[]): string => {
+    const text = textTokens(tokens, vocabulary);
+    return text.length > 0 ? runtime.decodeText(text) : '';
+  };
   let done = 0;
   for (const region of regions) {
     let seek = region.from;
     while (seek < region.to) {
       signal.throwIfAborted();
       const frames = Math.min(windowFrames, region.to - seek);
-      const features = await mel.compute(samples, seek * HOP, frames * HOP);
+      // Long-form features: log-mel over the whole file, normalised by its maximum, this window's frames zero-padded.
+      const features = await mel.compute(samples, seek * HOP, frames * HOP, 'file');
       const window = await runtime.encode(features);
       let result: DecodeResult | undefined;
+      let ratio = 0;
       try {
         if (language === undefined) language = (await detectLanguage(runtime, window)).code;
+        const prompt = conditionOnPrevious ? [...initialPrompt, ...promptTokens(history, vocabulary.timestampBegin)] : [];
         const base = { language: vocabulary.languages.get(language) ?? -1, task, timestamps: true, prompt, random, signal, attention: words !== undefined } as const;
         for (const temperature of temperatures) {
           result = await decodeWindow(runtime, window, { ...base, temperature });
-          const text = runtime.decodeText(result.tokens.filter((t) => t < vocabulary.timestampBegin));
-          const failed = compressionRatio(text) > MAX_COMPRESSION_RATIO || result.avgLogprob < MIN_AVG_LOGPROB;
+          // openai/whisper's ratio: zlib over the window's stripped text, once per window.
+          ratio = compressionRatio(textOf(result.tokens).trim());
+          const failed = ratio > MAX_COMPRESSION_RATIO || result.avgLogprob < MIN_AVG_LOGPROB;
           if (!failed || isSilence(result)) break;
         }
       } finally {
         await window.release();
       }
+      conditionOnPrevious = result!.temperature < 0.5;
       // A window must move on, whatever the model emitted.
       let advance = frames;
       if (!isSilence(result!)) {
         const split = splitWindow(result!.tokens, vocabulary, (seek * HOP) / SAMPLE_RATE, frames);
-        // Each span's segment, or its own bounds where it has no text (its tokens still count for word positions).
+        // Text tokens of each span, for word timing.
         const bounds: Array<{ tokens: number[]; start: number; end: number }> = [];
         for (const span of split.spans) {
-          const text = runtime.decodeText(span.tokens).trim();
-          if (text === '') {
-            bounds.push(span);
-            continue;
-          }
+          // Reported times are clamped to the audio, in order (the reference's are not: a segment may end past the clip).
+          const floor = segments.at(-1)?.end ?? 0;
+          const start = round(Math.min(Math.max(span.start, floor), duration));
+          const end = round(Math.min(Math.max(span.end, start), duration));
           const segment: Segment = {
             id: segments.length,
             seek,
-            start: round(span.start),
-            end: round(Math.min(span.end, samples.length / SAMPLE_RATE)),
-            text: ` ${text}`,
+            start,
+            end,
+            text: textOf(span.tokens),
             tokens: span.tokens,
             temperature: result!.temperature,
             avg_logprob: result!.avgLogprob,
-            compression_ratio: compressionRatio(text),
+            compression_ratio: ratio,
             no_speech_prob: result!.noSpeechProb,
           };
           segments.push(segment);
-          bounds.push(segment);
+          history.push(span);
+          bounds.push({ tokens: textTokens(span.tokens, vocabulary), start, end });
         }
         if (words && result!.attention && split.spans.length > 0) {
           const perSegment = await windowWords(
@@ -118,8 +133,6 @@ export async function transcribeSamples(runtime: WhisperRuntime, samples: Float3
           );
           words.push(...perSegment.flat());
         }
-        // Condition the next window on this one's text, unless it was sampled hot (whisper's rule).
-        prompt = result!.temperature < 0.5 ? [...prompt, ...result!.tokens.filter((t) => t < vocabulary.timestampBegin)] : [];
         if (split.advance > 0) advance = Math.min(split.advance, frames);
       }
       seek += advance;

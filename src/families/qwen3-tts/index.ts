@@ -80,7 +80,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
   options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms`);
   const defaultSpeaker = installed.entry.defaults.default_speaker;
-  return new Qwen3TtsRuntime(generator.value, decoder.value, config, memoryBytes, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined);
+  return new Qwen3TtsRuntime(generator.value, decoder.value, config, memoryBytes, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
 }
 
 export const qwen3TtsLoader: Loader<Qwen3TtsRuntime> = { load };

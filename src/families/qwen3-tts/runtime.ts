@@ -4,7 +4,7 @@ import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../cor
 import type { OnnxSession } from '../../runtimes/onnx/session.js';
 import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks, type BlockPolicy } from './codec.js';
 import type { TtsConfig } from './config.js';
-import type { GenerateRequest, ReferenceCodes } from './generator.js';
+import type { GenerateRequest, ReferenceCodes, StopReason } from './generator.js';
 import { GeneratorError, type GeneratorWorker } from './worker-client.js';
 
 /**
@@ -17,6 +17,25 @@ import { GeneratorError, type GeneratorWorker } from './worker-client.js';
 
 export const SAMPLE_RATE = 24000;
 export const FRAMES_PER_SECOND = 12.5;
+
+/**
+ * How long one piece of text may speak before its generation is stopped: a
+ * runaway generation (the model never drawing end-of-speech) must not hold
+ * the model for minutes. Slow, careful speech of Chinese runs ≈ 4 characters
+ * a second and of English ≈ 15; SECONDS_PER_CHARACTER gives every character
+ * the slow case's time, twice over, plus a lead for short texts, and no piece
+ * runs past MAX_PIECE_SECONDS whatever its length (the task splits longer
+ * input into sentences). The export's own `max_new_tokens` caps it too.
+ */
+export const SECONDS_PER_CHARACTER = 0.5;
+export const LEAD_SECONDS = 3;
+export const MAX_PIECE_SECONDS = 120;
+
+/** The frames a text may take (see SECONDS_PER_CHARACTER). */
+export function frameLimit(text: string): number {
+  const seconds = Math.min(MAX_PIECE_SECONDS, LEAD_SECONDS + SECONDS_PER_CHARACTER * [...text.trim()].length);
+  return Math.ceil(seconds * FRAMES_PER_SECOND);
+}
 
 /** Without a catalog default, English-speaking presets first: most requests to an OpenAI-style endpoint are English. */
 const PREFERRED_SPEAKERS = ['ryan', 'aiden', 'vivian'];
@@ -55,6 +74,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     private readonly config: TtsConfig,
     readonly memoryBytes: number,
     defaultSpeaker?: string,
+    private readonly log?: (message: string) => void,
   ) {
     this.info = speechInfo(config, defaultSpeaker);
     this.codec = new CodecDecoder(decoderSession, config.groups);
@@ -72,7 +92,12 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     // Generations take turns on the worker; an aborted caller leaves at once, its turn ends when the worker stops.
     const run = this.turn.then(() => (signal.aborted ? Promise.reject(signal.reason) : this.run(generate, context, onAudio, signal)));
     this.turn = run.catch(() => undefined);
-    return untilAborted(run, signal);
+    const { frames, reason } = await untilAborted(run, signal);
+    // Cut by its limit, not by a `frames` the client asked for: a runaway generation the log should show.
+    if (reason === 'length' && request.maxFrames === undefined) {
+      this.log?.(`qwen3-tts: a piece of ${[...request.text.trim()].length} characters stopped at its limit of ${frames} frames without end of speech (finish_reason: length)`);
+    }
+    return { frames };
   }
 
   async dispose(): Promise<void> {
@@ -92,7 +117,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
       text: request.text,
       language,
       seed: request.seed ?? randomInt(2 ** 32 - 1),
-      maxFrames: Math.max(1, Math.min(request.maxFrames ?? config.maxFrames, config.maxFrames)),
+      maxFrames: Math.max(1, Math.min(request.maxFrames ?? Infinity, config.maxFrames, frameLimit(request.text))),
     };
     if (config.mode === 'preset') {
       const speaker = (request.speaker ?? this.info.defaultSpeaker)?.toLowerCase();
@@ -127,7 +152,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     return { codes: await untilAborted(codes.catch(rethrow), signal), text };
   }
 
-  private async run(request: GenerateRequest, context: Int32Array[], onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }> {
+  private async run(request: GenerateRequest, context: Int32Array[], onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number; reason: StopReason }> {
     const blocks = new StreamingBlocks(this.blockPolicy, this.codec.window, context);
     // A failed decode stops the generation too.
     const stop = new AbortController();
@@ -165,7 +190,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     cut(true);
     await decoded;
     if (failure !== undefined) throw failure;
-    return { frames: result.frames };
+    return result;
   }
 }
 

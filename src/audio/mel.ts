@@ -173,48 +173,28 @@ export class LogMel {
     const frames = this.frames;
     // Past the end of `samples` is silence too (a window may end mid-frame).
     const end = Math.min(samples.length, offset + Math.min(length, windowSamples));
+    const audio = samples.subarray(offset, end);
     // Sample i of the padded window; the centred STFT reflects at both edges of the 30 s window.
     const at = (i: number): number => {
-      let j = i < 0 ? -i : i >= windowSamples ? 2 * (windowSamples - 1) - i : i;
-      j += offset;
-      return j < end ? samples[j]! : 0;
+      const j = i < 0 ? -i : i >= windowSamples ? 2 * (windowSamples - 1) - i : i;
+      return j < audio.length ? audio[j]! : 0;
     };
     const out = new Float32Array(nMels * frames);
-    const { fft, re, im, power, windowEven, windowOdd, bandFirst, bandStart, weights } = this;
-    const { packedRe, packedIm } = fft;
     let max = -Infinity;
     const silent = Math.log10(1e-10);
     for (let t = 0; t < frames; t++) {
       if (t % FRAMES_PER_SLICE === FRAMES_PER_SLICE - 1) await setImmediatePromise();
       const start = t * hop - half;
-      if (offset + start >= end && start + nFft <= windowSamples) {
+      if (start >= audio.length && start + nFft <= windowSamples) {
         // Past the end of the audio, inside the zero padding: no energy.
         for (let m = 0; m < nMels; m++) out[m * frames + t] = silent;
         max = Math.max(max, silent);
         continue;
       }
-      const base = offset + start;
-      if (start >= 0 && start + nFft <= windowSamples && base + nFft <= end) {
-        // The whole frame is audio: no reflection, no padding.
-        for (let n = 0; n < half; n++) {
-          packedRe[n] = samples[base + 2 * n]! * windowEven[n]!;
-          packedIm[n] = samples[base + 2 * n + 1]! * windowOdd[n]!;
-        }
-      } else {
-        for (let n = 0; n < half; n++) {
-          packedRe[n] = at(start + 2 * n) * windowEven[n]!;
-          packedIm[n] = at(start + 2 * n + 1) * windowOdd[n]!;
-        }
-      }
-      fft.spectrum(re, im);
-      for (let k = 0; k <= half; k++) power[k] = re[k]! * re[k]! + im[k]! * im[k]!;
+      const values = this.logFrame(audio, start, at);
       for (let m = 0; m < nMels; m++) {
-        const first = bandFirst[m]! - bandStart[m]!;
-        let sum = 0;
-        for (let i = bandStart[m]!, stop = bandStart[m + 1]!; i < stop; i++) sum += weights[i]! * power[first + i]!;
-        const value = Math.log10(Math.max(sum, 1e-10));
-        out[m * frames + t] = value;
-        if (value > max) max = value;
+        out[m * frames + t] = values[m]!;
+        if (values[m]! > max) max = values[m]!;
       }
     }
     const floor = max - 8;

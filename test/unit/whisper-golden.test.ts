@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAudio } from '../../src/audio/decode.js';
 import { Engine } from '../../src/compose.js';
-import type { Transcriber, Transcription } from '../../src/core/tasks/transcribe/transcriber.js';
+import type { Segment, Transcriber, Transcription } from '../../src/core/tasks/transcribe/transcriber.js';
 import type { WhisperRuntime } from '../../src/families/whisper/decode.js';
 import { transcribeSamples } from '../../src/families/whisper/longform.js';
 
@@ -48,17 +48,8 @@ interface RefWindow {
   skipped: boolean;
   features: { max: number; min: number; mean: number; columns: Record<string, number[]> };
 }
-interface RefSegment {
-  seek: number;
-  start: number;
-  end: number;
-  text: string;
-  tokens: number[];
-  temperature: number;
-  avg_logprob: number;
-  compression_ratio: number;
-  no_speech_prob: number;
-}
+/** A segment of reference.json: the task's Segment without its id. */
+type RefSegment = Omit<Segment, 'id'>;
 interface RefClip {
   file: string;
   duration: number;

@@ -253,17 +253,25 @@ function checkScheduledSteps(config: SchedulerConfig, steps: number): void {
 export function schedule(config: SchedulerConfig, steps: number): Schedule {
   checkScheduledSteps(config, steps);
   const n = config.num_train_timesteps;
-  let timesteps: number[];
+  return withSigmas(config, spaced(config, n, steps, n - 1, 0));
+}
+
+/**
+ * `count` timesteps laid by the configured spacing over the training range
+ * below `range` (T for a full schedule, s·T for strength s): trailing
+ * round(range − i·range/count) − 1, leading (count−1−i)·⌊range/count⌋ +
+ * steps_offset, linspace from `top` down to 0 (`single` alone at one step).
+ */
+function spaced(config: SchedulerConfig, range: number, count: number, top: number, single: number): number[] {
   if (config.timestep_spacing === 'trailing') {
-    const ratio = n / steps;
-    timesteps = Array.from({ length: steps }, (_, i) => roundHalfEven(n - i * ratio) - 1);
-  } else if (config.timestep_spacing === 'leading') {
-    const ratio = Math.floor(n / steps);
-    timesteps = Array.from({ length: steps }, (_, i) => (steps - 1 - i) * ratio + config.steps_offset);
-  } else {
-    timesteps = linspaceDown(n - 1, steps, 0);
+    const ratio = range / count;
+    return Array.from({ length: count }, (_, i) => roundHalfEven(range - i * ratio) - 1);
   }
-  return withSigmas(config, timesteps);
+  if (config.timestep_spacing === 'leading') {
+    const ratio = Math.floor(range / count);
+    return Array.from({ length: count }, (_, i) => (count - 1 - i) * ratio + config.steps_offset);
+  }
+  return linspaceDown(top, count, single);
 }
 
 /** np.linspace(0, top, k, dtype=float32) reversed: top first (`single`: the one value when k = 1). */
@@ -337,18 +345,8 @@ export function partialSchedule(config: SchedulerConfig, steps: number, strength
   const n = config.num_train_timesteps;
   const range = strength * n;
   const run = Math.max(1, Math.min(steps, Math.round(steps * strength), Math.floor(range)));
-  let timesteps: number[];
-  if (config.timestep_spacing === 'trailing') {
-    const ratio = range / run;
-    timesteps = Array.from({ length: run }, (_, i) => roundHalfEven(range - i * ratio) - 1);
-  } else if (config.timestep_spacing === 'leading') {
-    const ratio = Math.floor(range / run);
-    timesteps = Array.from({ length: run }, (_, i) => (run - 1 - i) * ratio + config.steps_offset);
-  } else {
-    const top = strength * (n - 1);
-    timesteps = linspaceDown(top, run, top);
-  }
-  const clamped = timesteps.map((t) => Math.min(n - 1, Math.max(0, t)));
+  const top = strength * (n - 1);
+  const clamped = spaced(config, range, run, top, top).map((t) => Math.min(n - 1, Math.max(0, t)));
   return withSigmas(config, clamped, sigmaAt(trainingTable(config), clamped[0]!));
 }
 

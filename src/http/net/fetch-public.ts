@@ -50,8 +50,11 @@ function allowList(entries: readonly string[]): PrivateAllowList {
     const entry = raw.trim().toLowerCase().replace(/^\[|\]$/g, '');
     const [address = '', prefix] = entry.split('/');
     const family = isIP(address);
-    if (family && prefix !== undefined) list.ranges.addSubnet(address, Number(prefix), family === 4 ? 'ipv4' : 'ipv6');
-    else if (family) list.ranges.addAddress(address, family === 4 ? 'ipv4' : 'ipv6');
+    if (prefix !== undefined) {
+      const bits = Number(prefix);
+      if (!family || !Number.isInteger(bits) || bits < 0 || bits > (family === 4 ? 32 : 128)) throw new Error(`'${raw}' is not a CIDR range`);
+      list.ranges.addSubnet(address, bits, family === 4 ? 'ipv4' : 'ipv6');
+    } else if (family) list.ranges.addAddress(address, family === 4 ? 'ipv4' : 'ipv6');
     else list.names.add(entry);
   }
   compiled.set(entries, list);
@@ -60,13 +63,7 @@ function allowList(entries: readonly string[]): PrivateAllowList {
 
 /** Throws unless `entries` are valid allowlist entries (for the CLI to check its flag at start). */
 export function checkPrivateAllowList(entries: readonly string[]): void {
-  for (const entry of entries) {
-    const [address = '', prefix] = entry.replace(/^\[|\]$/g, '').split('/');
-    if (prefix === undefined) continue;
-    const family = isIP(address);
-    const bits = Number(prefix);
-    if (!family || !Number.isInteger(bits) || bits < 0 || bits > (family === 4 ? 32 : 128)) throw new Error(`'${entry}' is not a CIDR range`);
-  }
+  allowList(entries);
 }
 
 function privateAllowed(policy: UrlPolicy, hostname: string, address: string): boolean {

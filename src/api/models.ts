@@ -28,8 +28,10 @@ export interface CatalogModel {
   backend: string;
   /** Where it comes from: `catalog` (pull it), `bundled` (ships with lserve), `local` / `url` (registered by the user). */
   source: 'bundled' | 'catalog' | 'local' | 'url';
-  /** Installed size, or the catalog's total when every file lists a size; null when unknown. */
+  /** Installed size, or the catalog's total when every file lists a size, else the catalog's estimate; null when unknown. */
   size_bytes: number | null;
+  /** False when size_bytes is an estimate (from the parameter count and storage type). */
+  size_exact: boolean;
   installed: boolean;
   status: 'installed' | 'bundled' | 'not pulled' | 'partial' | 'pulling';
   /** Bytes an interrupted pull left in the staging directory. */

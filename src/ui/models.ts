@@ -12,6 +12,7 @@ interface CatalogModel {
   backend: string;
   source: string;
   size_bytes: number | null;
+  size_exact: boolean;
   installed: boolean;
   status: string;
   partial_bytes?: number;
@@ -68,7 +69,8 @@ export function setupModels(): void {
   const row = (m: CatalogModel): HTMLElement => {
     const pull = pulls.get(m.id);
     const status = pull ? 'pulling' : m.status;
-    const size = m.status === 'partial' && m.partial_bytes ? `${formatBytes(m.partial_bytes)} of ${formatBytes(m.size_bytes)}` : formatBytes(m.size_bytes);
+    const total = `${m.size_exact ? '' : '~'}${formatBytes(m.size_bytes)}`;
+    const size = m.status === 'partial' && m.partial_bytes ? `${formatBytes(m.partial_bytes)} of ${total}` : total;
     const actions = h('td.actions');
     const note = notes.get(m.id);
     if (pull) {

@@ -70,6 +70,7 @@ describe('lserve pull / list / rm', () => {
         description: 'server stalls midway',
         owned_by: 'test',
         license: 'mit',
+        approx_size: 5_000_000,
         files: { model: { repo: REPO, path: 'stall.onnx' } },
       },
     ]);
@@ -118,7 +119,9 @@ describe('lserve pull / list / rm', () => {
     expect(installed.some((r) => r.id === 'tiny-tts')).toBe(false);
 
     const all = await listJson('--all');
-    expect(all.find((r) => r.id === 'tiny-tts')).toMatchObject({ installed: false, status: 'not pulled', size_bytes: 1234, path: null });
+    expect(all.find((r) => r.id === 'tiny-tts')).toMatchObject({ installed: false, status: 'not pulled', size_bytes: 1234, size_exact: true, path: null });
+    // A file without an exact size: the entry's estimate, marked as one.
+    expect(all.find((r) => r.id === 'stalling')).toMatchObject({ size_bytes: 5_000_000, size_exact: false });
 
     const table = await runCli(['list', '--all'], { env });
     expect(table.code).toBe(0);
@@ -126,6 +129,7 @@ describe('lserve pull / list / rm', () => {
     expect(lines[0]).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +LICENSE +STATUS$/);
     expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 KB +catalog +mit +not pulled/);
     expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr +asr +onnx +393 KB +catalog +mit +installed/);
+    expect(lines.find((l) => l.startsWith('stalling'))).toMatch(/stalling +asr +onnx +~4\.8 MB +catalog/);
     // Columns line up: STATUS starts at the same offset on every line.
     const offsets = new Set(lines.map((l) => l.search(/(STATUS|installed|not pulled|bundled)$/)));
     expect(offsets.size).toBe(1);

@@ -92,6 +92,7 @@ describe('GET /v1/catalog', () => {
       backend: 'onnx',
       source: 'catalog',
       size_bytes: 603_000,
+      size_exact: true,
       installed: false,
       status: 'not pulled',
       loaded: false,

@@ -24,6 +24,16 @@ describe('the shipped models.json', () => {
     expect(new Set(names).size).toBe(names.length);
   });
 
+  it('gives every entry to pull a size to show: exact when every file lists one, else an estimate', () => {
+    for (const e of catalog.entries) {
+      if (isBundled(e)) continue; // sized from its installed package
+      const exact = Object.values(e.files).every((f) => f.size !== undefined);
+      expect({ id: e.id, shown: exact || e.approx_size !== undefined }).toEqual({ id: e.id, shown: true });
+      // An estimate beside exact sizes would only hide them.
+      if (exact) expect(e.approx_size, e.id).toBeUndefined();
+    }
+  });
+
   it('gives every remote file a download URL, and no two files of a model the same local path', () => {
     for (const e of catalog.entries) {
       if (isBundled(e)) continue;

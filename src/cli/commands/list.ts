@@ -36,7 +36,7 @@ export async function collectRows(store: ModelStore, all: boolean): Promise<Mode
   return (await listModels(store, all)).map((listing) => rowOf(store, listing));
 }
 
-function rowOf(store: ModelStore, { id, entry, installed, source, sizeBytes, status, partialBytes }: ModelListing): ModelRow {
+function rowOf(store: ModelStore, { id, entry, installed, source, sizeBytes, sizeExact, status, partialBytes }: ModelListing): ModelRow {
   const files = installed ? Object.values(installed.files) : [];
   const where = !installed ? null : source === 'local' ? (files[0] ?? null) : source === 'bundled' ? (files[0] ? path.dirname(files[0]) : null) : store.modelDir(id);
   return {
@@ -45,6 +45,7 @@ function rowOf(store: ModelStore, { id, entry, installed, source, sizeBytes, sta
     backend: entry.backend,
     source,
     size_bytes: sizeBytes,
+    size_exact: sizeExact,
     installed: installed !== undefined,
     status,
     ...(partialBytes > 0 ? { partial_bytes: partialBytes } : {}),

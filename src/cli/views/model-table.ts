@@ -8,8 +8,10 @@ export interface ModelRow {
   kind: ModelKind;
   backend: string;
   source: ModelSource;
-  /** Installed size, or the catalog's total when every file lists a size; null when unknown. */
+  /** Installed size, or the catalog's total when every file lists a size, else the catalog's estimate; null when unknown. */
   size_bytes: number | null;
+  /** False when size_bytes is an estimate (shown with "~"). */
+  size_exact: boolean;
   installed: boolean;
   status: 'installed' | 'bundled' | 'not pulled' | 'partial';
   /** Bytes already downloaded by an interrupted pull. */
@@ -29,7 +31,7 @@ export const EMPTY_HINT = 'No models installed. Run `lserve list --all` to see t
 export const HEADER = ['ID', 'KIND', 'BACKEND', 'SIZE', 'SOURCE', 'LICENSE', 'STATUS'] as const;
 
 export function rowCells(row: ModelRow): string[] {
-  const size = row.size_bytes === null ? '-' : formatBytes(row.size_bytes);
+  const size = row.size_bytes === null ? '-' : `${row.size_exact ? '' : '~'}${formatBytes(row.size_bytes)}`;
   const status = row.status === 'partial' ? `partial (${formatBytes(row.partial_bytes ?? 0)})` : row.status;
   return [row.id, row.kind, row.backend, size, row.source, row.license, status];
 }

@@ -190,7 +190,7 @@ function pullProgress(entry: CatalogEntry, send: (event: PullStreamEvent) => voi
   return { start, onEvent };
 }
 
-function catalogModel({ id, entry, installed, source, sizeBytes, status, partialBytes }: ModelListing, loaded: boolean, pulling: boolean): CatalogModel {
+function catalogModel({ id, entry, installed, source, sizeBytes, sizeExact, status, partialBytes }: ModelListing, loaded: boolean, pulling: boolean): CatalogModel {
   return {
     id,
     object: 'catalog.model',
@@ -198,6 +198,7 @@ function catalogModel({ id, entry, installed, source, sizeBytes, status, partial
     backend: entry.backend,
     source,
     size_bytes: sizeBytes,
+    size_exact: sizeExact,
     installed: installed !== undefined,
     status: !installed && pulling ? 'pulling' : status,
     ...(partialBytes > 0 ? { partial_bytes: partialBytes } : {}),

@@ -5,23 +5,28 @@
  * measured side by side in one run; read the ratios, not the absolute
  * numbers (shared machines are noisy).
  *
- *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3]
- *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,embed,llamacpp,qwen3embed]
+ *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3] [--builds prebuilt,threadpool]
+ *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,prompt,embed,llamacpp,qwen3embed]
  *
  * The qwen3embed section (a Qwen3-Embedding-0.6B-sized model) runs lserve and
  * node-llama-cpp direct in child processes of their own, one at a time, so
  * their resident memory can be compared; alone:
  *   npx tsx bench/text.ts --skip chat,streams,embed,llamacpp --runs 3
  *
- * LSERVE_LLAMA_BUILD=lastBuild runs both lserve and the direct side on a
- * llama.cpp built for this CPU (see bench/README.md).
+ * --builds: lserve's llama.cpp binaries measured side by side, each on a
+ * server of its own (default: prebuilt, plus threadpool when `npm run
+ * build:llama` or `lserve serve` built the addon in LSERVE_HOME); the
+ * overhead and embedding sections use the first.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Engine } from '../src/compose.js';
-import { startServer } from '../src/http/server.js';
+import { defaultHome } from '../src/core/store.js';
+import { startServer, type RunningServer } from '../src/http/server.js';
+import { setLlamaAddonHome, type LlamaBuildChoice } from '../src/runtimes/llama/runtime.js';
+import { findThreadpoolAddon } from '../src/runtimes/llama/threadpool-addon.js';
 import { directChatRunner, directEmbeddings, loadDirect, type Sampling } from './text/direct.js';
 import { llamaBenchTg, llamaBin, startLlamaServer } from './text/llamacpp.js';
 import { benchChatModel, benchEmbeddingModel, benchQwen3EmbeddingModel } from './text/models.js';
@@ -34,6 +39,7 @@ const { values: args } = parseArgs({
     tokens: { type: 'string', default: '64' },
     runs: { type: 'string', default: '3' },
     'llama-bin': { type: 'string', default: '/tmp/llama-build/build/bin' },
+    builds: { type: 'string', default: findThreadpoolAddon(defaultHome()) ? 'prebuilt,threadpool' : 'prebuilt' },
     skip: { type: 'string', default: '' },
   },
 });
@@ -41,8 +47,13 @@ const threads = Number(args.threads);
 const tokens = Number(args.tokens);
 const runs = Number(args.runs);
 const skip = new Set(args.skip.split(',').filter(Boolean));
+const builds = args.builds.split(',').filter(Boolean) as LlamaBuildChoice[];
+/** Context per sequence, for lserve and llama-server alike: room for the long-prompt row. */
+const CONTEXT = 4096;
 
 const PROMPT = 'Write a long story about a dragon who learns to bake bread in a mountain village.';
+/** ≈ 2k tokens with the Qwen tokenizer (the row prints the count each server reports). */
+const LONG_PROMPT = `Summarise the notes below.\n${Array.from({ length: 95 }, (_, i) => `Note ${i + 1}: the baker of the village counted ${i * 7 + 3} loaves at dawn, and the dragon sighed.`).join('\n')}`;
 const SAMPLING: Sampling = { temperature: 0.8, topP: 0.95, topK: 40, minP: 0.05 };
 const chatBody = (model: string) => ({
   model,
@@ -82,32 +93,66 @@ async function alternate(a: () => Promise<StreamTiming>, b: () => Promise<Stream
 }
 
 async function main(): Promise<void> {
-  console.log(`lserve text benchmark: ${threads} threads, ${tokens} tokens, ${runs} runs, node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, LSERVE_LLAMA_BUILD=${process.env.LSERVE_LLAMA_BUILD ?? 'prebuilt'}`);
+  console.log(`lserve text benchmark: ${threads} threads, ${tokens} tokens, ${runs} runs, node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, lserve binaries: ${builds.join(', ')}`);
   // Models are generated (once) only for the sections that run.
-  const inProcess = ['chat', 'streams', 'embed'].some((s) => !skip.has(s));
-  const chatFile = ['chat', 'streams', 'llamacpp'].some((s) => !skip.has(s)) ? benchChatModel() : '';
+  const inProcess = ['chat', 'streams', 'prompt', 'embed'].some((s) => !skip.has(s));
+  const chatFile = ['chat', 'streams', 'prompt', 'llamacpp'].some((s) => !skip.has(s)) ? benchChatModel() : '';
   const embedFile = skip.has('embed') ? '' : benchEmbeddingModel();
   if (inProcess) await inProcessSections(chatFile, embedFile);
   if (!skip.has('llamacpp')) await llamacppSection(chatFile);
   if (!skip.has('qwen3embed')) await qwen3EmbedSection();
 }
 
-/** The sections that talk to one lserve server in this process. */
-async function inProcessSections(chatFile: string, embedFile: string): Promise<void> {
-  const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-'));
-  // 4 sequences, like llama-server -np 4 below; an 8-stream run queues the other 4.
-  const engine = new Engine({ home, threads, parallel: 4, keepAliveMs: -1, maxQueue: 64 });
-  if (chatFile) {
-    await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
-    await setDefaults(engine, 'qwen3-synth', { context_size: 2048 });
+interface Side {
+  label: string;
+  url: string;
+  model: string;
+}
+
+/** One lserve server per llama.cpp binary, each with the chat model loaded on that binary (the runtime is chosen at load). */
+async function lserveSides(chatFile: string, embedFile: string): Promise<{ sides: Side[]; servers: RunningServer[]; homes: string[] }> {
+  const sides: Side[] = [];
+  const servers: RunningServer[] = [];
+  const homes: string[] = [];
+  const previous = process.env.LSERVE_LLAMA_BUILD;
+  for (const build of builds) {
+    const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-'));
+    homes.push(home);
+    // 4 sequences, like llama-server -np 4 below; an 8-stream run queues the other 4.
+    const engine = new Engine({ home, threads, parallel: 4, keepAliveMs: -1, maxQueue: 64 });
+    setLlamaAddonHome(process.env.LSERVE_HOME || defaultHome()); // where the addon was built, not the bench's scratch home
+    if (chatFile) {
+      await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
+      await setDefaults(engine, 'qwen3-synth', { context_size: CONTEXT });
+    }
+    if (embedFile && sides.length === 0) await engine.store.registerLocal(embedFile, { kind: 'embedding', id: 'bge-synth' });
+    const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {} });
+    servers.push(server);
+    process.env.LSERVE_LLAMA_BUILD = build;
+    if (chatFile) await streamChat(server.url, chatBody('qwen3-synth')); // loads the model on this binary
+    sides.push({ label: `lserve (${build})`, url: server.url, model: 'qwen3-synth' });
   }
-  if (embedFile) await engine.store.registerLocal(embedFile, { kind: 'embedding', id: 'bge-synth' });
-  const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {} });
+  if (previous === undefined) delete process.env.LSERVE_LLAMA_BUILD;
+  else process.env.LSERVE_LLAMA_BUILD = previous;
+  return { sides, servers, homes };
+}
+
+/** The sections that talk to lserve servers in this process (and llama-server -np 4 beside them). */
+async function inProcessSections(chatFile: string, embedFile: string): Promise<void> {
+  const { sides, servers, homes } = await lserveSides(chatFile, embedFile);
+  const server = servers[0]!;
+  const serverBin = skip.has('llamacpp') || !chatFile ? undefined : llamaBin(args['llama-bin'], 'llama-server');
+  // Beside lserve: the same file, 4 slots like lserve's 4 sequences.
+  const reference = serverBin ? await startLlamaServer(serverBin, chatFile, { threads, parallel: 4, port: 18_004, contextPerSlot: CONTEXT }) : undefined;
+  if (reference) await streamChat(reference.url, chatBody('any'));
+  const all: Side[] = [...sides, ...(reference ? [{ label: 'llama-server -np 4', url: reference.url, model: 'any' }] : [])];
 
   try {
     if (!skip.has('chat')) {
-      console.log('\nChat, single stream (decode tok/s after the first token; TTFT includes prompt processing):');
+      console.log(`\nChat, single stream, ${sides[0]!.label} (decode tok/s after the first token; TTFT includes prompt processing):`);
+      process.env.LSERVE_LLAMA_BUILD = builds[0];
       const direct = await loadDirect(chatFile);
+      delete process.env.LSERVE_LLAMA_BUILD;
       const runner = await directChatRunner(direct, threads);
       const [viaServer, viaDirect] = await alternate(
         () => streamChat(server.url, chatBody('qwen3-synth')),
@@ -123,30 +168,29 @@ async function inProcessSections(chatFile: string, embedFile: string): Promise<v
     }
 
     if (!skip.has('streams')) {
-      // llama-server runs beside lserve (same file, 4 slots like lserve's 4 sequences), and
-      // each stream count is measured on both in alternation, so drift hits both alike.
-      const serverBin = skip.has('llamacpp') ? undefined : llamaBin(args['llama-bin'], 'llama-server');
-      const reference = serverBin ? await startLlamaServer(serverBin, chatFile, { threads, parallel: 4, port: 18_004, contextPerSlot: 2048 }) : undefined;
-      try {
-        if (reference) await streamChat(reference.url, chatBody('any'));
-        console.log(`\nChat, concurrent streams (aggregate tok/s = all tokens / wall time; median of ${runs}${reference ? ', alternating with llama-server -np 4' : ''}):`);
-        for (const n of [1, 2, 4, 8]) {
-          const ours: number[] = [];
-          const theirs: number[] = [];
-          for (let i = 0; i < runs; i++) {
-            ours.push((await concurrentStreams(server.url, chatBody('qwen3-synth'), n)).aggregate);
-            if (reference) theirs.push((await concurrentStreams(reference.url, chatBody('any'), n)).aggregate);
-          }
-          const label = `${n} stream${n > 1 ? 's' : ''}`;
-          row(`lserve ${label}`, `${fmt(median(ours))} tok/s`);
-          if (reference) {
-            row(`llama-server ${label}`, `${fmt(median(theirs))} tok/s`);
-            row(`ratio lserve / llama-server, ${label}${n === 1 ? ' (target ≥ 0.95)' : n === 4 ? ' (target ≥ 1.0)' : ''}`, fmt(median(ours) / median(theirs), 2));
-          }
-        }
-      } finally {
-        await reference?.stop();
+      // Each stream count is measured on every side in turn, run after run, so drift hits all alike.
+      console.log(`\nChat, concurrent streams (aggregate tok/s = all tokens / wall time; median of ${runs}, sides alternated):`);
+      for (const n of [1, 2, 4, 8]) {
+        const rates = all.map(() => [] as number[]);
+        for (let i = 0; i < runs; i++) for (const [k, side] of all.entries()) rates[k]!.push((await concurrentStreams(side.url, chatBody(side.model), n)).aggregate);
+        compare(`${n} stream${n > 1 ? 's' : ''}`, all, rates.map(median), 'tok/s', n === 1 ? 0.95 : n === 4 ? 1.0 : undefined);
       }
+    }
+
+    if (!skip.has('prompt')) {
+      // A prompt that differs from its first token on, so no side reuses a cached prefix.
+      const longBody = (side: Side, i: number) => ({ ...chatBody(side.model), messages: [{ role: 'user', content: `Run ${i}. ${LONG_PROMPT}` }], max_tokens: 4 });
+      const rates = all.map(() => [] as number[]);
+      let promptTokens = 0;
+      for (let i = 0; i < runs + 1; i++) {
+        for (const [k, side] of all.entries()) {
+          const t = await streamChat(side.url, longBody(side, i));
+          promptTokens = t.promptTokens || promptTokens;
+          if (i > 0) rates[k]!.push((t.promptTokens * 1000) / t.ttftMs); // run 0 warms up
+        }
+      }
+      console.log(`\nChat, long prompt (${promptTokens} tokens; prompt tok/s = prompt tokens / time to first token; median of ${runs}):`);
+      compare('long prompt', all, rates.map(median), 'tok/s', 1.0);
     }
 
     if (!skip.has('embed')) {
@@ -174,9 +218,18 @@ async function inProcessSections(chatFile: string, embedFile: string): Promise<v
       await direct.dispose();
     }
   } finally {
-    await server.close(); // closes the engine too
-    await rm(home, { recursive: true, force: true });
+    await reference?.stop();
+    for (const running of servers) await running.close(); // closes its engine too
+    for (const home of homes) await rm(home, { recursive: true, force: true });
   }
+}
+
+/** A row per side and each lserve side's ratio to llama-server (the last side, when it runs). */
+function compare(what: string, all: Side[], values: number[], unit: string, target?: number): void {
+  for (const [k, side] of all.entries()) row(`${side.label}, ${what}`, `${fmt(values[k]!)} ${unit}`);
+  const reference = all.at(-1)!;
+  if (!reference.label.startsWith('llama-server')) return;
+  for (const [k, side] of all.slice(0, -1).entries()) row(`ratio ${side.label} / llama-server, ${what}${target ? ` (target ≥ ${target})` : ''}`, fmt(values[k]! / values.at(-1)!, 2));
 }
 
 /** llama.cpp's own tools on the chat model, when built. */

@@ -1,5 +1,6 @@
 import { Engine as CoreEngine, type EngineOptions } from './core/engine.js';
 import type { LoaderTable, PreparerTable } from './core/loader.js';
+import { setLlamaAddonHome } from './runtimes/llama/runtime.js';
 
 /**
  * The composition root: the one module that knows the model families. It
@@ -40,5 +41,13 @@ export const defaultPreparers: PreparerTable = {
 export class Engine extends CoreEngine {
   constructor(options: Partial<EngineOptions> = {}) {
     super({ loaders: defaultLoaders, preparers: defaultPreparers, ...options });
+    setLlamaAddonHome(this.store.home);
   }
+}
+
+/** `lserve serve`: builds the faster llama.cpp addon in the background when it applies (src/runtimes/llama/background-build.ts). */
+export async function buildLlamaAddonInBackground(engine: CoreEngine, log: (message: string) => void): Promise<void> {
+  const hasGgufModels = (await engine.store.list()).some((model) => model.entry.backend === 'llama');
+  const { buildThreadpoolAddonInBackground } = await import('./runtimes/llama/background-build.js');
+  await buildThreadpoolAddonInBackground({ home: engine.store.home, hasGgufModels, log });
 }

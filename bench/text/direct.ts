@@ -47,7 +47,7 @@ export async function directChatRunner(model: LlamaModel, threads: number): Prom
       });
       const done = performance.now();
       session.dispose({ disposeSequence: false });
-      return { ttftMs: first - start, tokens, decodeMs: last - first, totalMs: done - start };
+      return { ttftMs: first - start, tokens, promptTokens: 0, decodeMs: last - first, totalMs: done - start };
     },
     dispose: () => context.dispose(),
   };

@@ -9,6 +9,8 @@ export interface StreamTiming {
   ttftMs: number;
   /** Tokens generated (the server's usage count). */
   tokens: number;
+  /** Prompt tokens evaluated (the server's usage count; 0 when it sends none). */
+  promptTokens: number;
   /** ms from the first token to the last. */
   decodeMs: number;
   /** ms from sending the request to the end of the stream. */
@@ -22,7 +24,7 @@ export function decodeRate(t: StreamTiming): number {
 
 interface Chunk {
   choices?: Array<{ delta?: { content?: string | null; reasoning_content?: string | null } }>;
-  usage?: { completion_tokens?: number } | null;
+  usage?: { completion_tokens?: number; prompt_tokens?: number } | null;
 }
 
 export async function streamChat(baseUrl: string, body: Record<string, unknown>): Promise<StreamTiming> {
@@ -37,6 +39,7 @@ export async function streamChat(baseUrl: string, body: Record<string, unknown>)
   let last = 0;
   let deltas = 0;
   let usage: number | undefined;
+  let promptTokens = 0;
   let buffer = '';
   const decoder = new TextDecoder();
   for await (const bytes of res.body) {
@@ -56,10 +59,11 @@ export async function streamChat(baseUrl: string, body: Record<string, unknown>)
         deltas++;
       }
       if (chunk.usage?.completion_tokens !== undefined) usage = chunk.usage.completion_tokens;
+      if (chunk.usage?.prompt_tokens !== undefined) promptTokens = chunk.usage.prompt_tokens;
     }
   }
   const done = performance.now();
-  return { ttftMs: first - start, tokens: usage ?? deltas, decodeMs: last - first, totalMs: done - start };
+  return { ttftMs: first - start, tokens: usage ?? deltas, promptTokens, decodeMs: last - first, totalMs: done - start };
 }
 
 /** Runs `streams` requests at once; aggregate tokens/s is all tokens over the wall time. */

@@ -1,43 +1,63 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { THREADPOOL_BUILD_MARKER, hasThreadpoolBuild, llamaBuildChoice, nodeLlamaCppDir } from '../../src/runtimes/llama/runtime.js';
+import { llamaBuildChoice, nodeLlamaCppDir } from '../../src/runtimes/llama/runtime.js';
+import { addonDir, addonKey, addonSources, findThreadpoolAddon, missingBuildTools } from '../../src/runtimes/llama/threadpool-addon.js';
 
-/** Which llama.cpp binary lserve loads: LSERVE_LLAMA_BUILD, else the threadpool build while it is node-llama-cpp's last build. */
+/** Which llama.cpp binary lserve loads: LSERVE_LLAMA_BUILD, else the threadpool addon once it is built for this install. */
 
-let dir: string | undefined;
+let home: string | undefined;
 afterEach(async () => {
-  if (dir) await rm(dir, { recursive: true, force: true });
-  dir = undefined;
+  if (home) await rm(home, { recursive: true, force: true });
+  home = undefined;
 });
 
-async function llamaDir(files: Record<string, unknown>): Promise<string> {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-llama-'));
-  for (const [name, content] of Object.entries(files)) await writeFile(path.join(dir, name), JSON.stringify(content));
-  return dir;
+/** A home holding what a finished addon build leaves (without compiling one): build.json and links to the prebuilt libraries. */
+async function homeWithBuild(record: { key: string }, link = path.join(addonSources()!.binsDir, 'libggml-base.so')): Promise<string> {
+  home = await mkdtemp(path.join(os.tmpdir(), 'lserve-llama-'));
+  const dir = addonDir(home, addonKey(addonSources()!));
+  await mkdir(dir, { recursive: true });
+  await writeFile(path.join(dir, 'build.json'), JSON.stringify(record));
+  await symlink(link, path.join(dir, 'libggml-base.so'));
+  return home;
 }
 
 describe('llama.cpp binary choice', () => {
-  it('defaults to the threadpool build only while it is the last build', async () => {
-    expect(hasThreadpoolBuild(await llamaDir({ 'lastBuild.json': { folderName: 'linux-x64-a' }, [THREADPOOL_BUILD_MARKER]: { folderName: 'linux-x64-a' } }))).toBe(true);
-    // Another build made later (e.g. `node-llama-cpp source download`) replaces it as the last build.
-    expect(hasThreadpoolBuild(await llamaDir({ 'lastBuild.json': { folderName: 'linux-x64-b' }, [THREADPOOL_BUILD_MARKER]: { folderName: 'linux-x64-a' } }))).toBe(false);
-    expect(hasThreadpoolBuild(await llamaDir({ 'lastBuild.json': { folderName: 'linux-x64-a' } }))).toBe(false);
-    expect(hasThreadpoolBuild(await llamaDir({}))).toBe(false);
-  });
-
-  it('follows LSERVE_LLAMA_BUILD when set, and rejects a value it does not know', () => {
-    expect(llamaBuildChoice(undefined, true)).toBe('lastBuild');
-    expect(llamaBuildChoice(undefined, false)).toBe('prebuilt');
+  it('follows LSERVE_LLAMA_BUILD when set, else the threadpool addon when built, and rejects a value it does not know', () => {
+    expect(llamaBuildChoice('', true)).toBe('threadpool'); // '' is unset (undefined would read this process's env)
+    expect(llamaBuildChoice('', false)).toBe('prebuilt');
     expect(llamaBuildChoice('prebuilt', true)).toBe('prebuilt');
+    expect(llamaBuildChoice('lastBuild', true)).toBe('lastBuild');
     expect(llamaBuildChoice('auto', false)).toBe('auto');
-    expect(() => llamaBuildChoice('fast', false)).toThrow(/prebuilt, lastBuild or auto/);
+    expect(() => llamaBuildChoice('fast', false)).toThrow(/threadpool, prebuilt, lastBuild, auto/);
   });
 
-  it('looks for the build records in node-llama-cpp\'s own llama/ folder', () => {
-    // The folder that holds the addon source scripts/build-llama.mjs patches, and lastBuild.json after a build.
-    expect(existsSync(path.join(nodeLlamaCppDir(), 'addon', 'AddonContext.cpp'))).toBe(true);
+  it("finds node-llama-cpp's addon sources, bundled llama.cpp and CPU-only prebuilt binaries", () => {
+    const sources = addonSources();
+    expect(sources).toBeDefined();
+    expect(sources!.llamaDir).toBe(nodeLlamaCppDir());
+    for (const file of ['addon/AddonContext.cpp', 'gitRelease.bundle']) expect(existsSync(path.join(sources!.llamaDir, file)), file).toBe(true);
+    expect(existsSync(path.join(sources!.binsDir, 'llama-addon.node'))).toBe(true);
+    expect(existsSync(path.join(sources!.binsDir, '_nlcBuildMetadata.json'))).toBe(true);
+  });
+
+  it('uses a threadpool addon only when it was built from these sources and its libraries still resolve', async () => {
+    const key = addonKey(addonSources()!);
+    expect(findThreadpoolAddon(await homeWithBuild({ key }))).toBe(path.join(addonDir(home!, key), 'llama-addon.node'));
+    await rm(home!, { recursive: true });
+    // Built from another node-llama-cpp or patch: the key in its record differs.
+    expect(findThreadpoolAddon(await homeWithBuild({ key: '0000000000000000' }))).toBeUndefined();
+    await rm(home!, { recursive: true });
+    // node_modules moved or was reinstalled elsewhere: a dangling library link.
+    expect(findThreadpoolAddon(await homeWithBuild({ key }, '/nonexistent/libggml-base.so'))).toBeUndefined();
+    await rm(home!, { recursive: true });
+    home = await mkdtemp(path.join(os.tmpdir(), 'lserve-llama-'));
+    expect(findThreadpoolAddon(home)).toBeUndefined();
+  });
+
+  it('names the build tools a machine lacks', async () => {
+    expect(await missingBuildTools({ CXX: '/nonexistent/c++' })).toContainEqual(expect.stringMatching(/C\+\+ compiler \(\/nonexistent\/c\+\+; set CXX\)/));
   });
 });

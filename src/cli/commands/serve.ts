@@ -97,6 +97,8 @@ Examples:
       const models = await engine.store.list();
       log(`lserve listening on ${server.url}/v1 (${models.length} model${models.length === 1 ? '' : 's'}: ${models.map((m) => m.id).join(', ') || 'none — run `lserve pull <id>`'})`);
       if (flags.ui) log(`playground: ${server.url}/`);
+      const { buildLlamaAddonInBackground } = await import('../../compose.js');
+      void buildLlamaAddonInBackground(engine, log).catch((error: unknown) => log(`llama.cpp: ${(error as Error).message}`));
 
       let stopping = false;
       const stop = (signal: string) => {

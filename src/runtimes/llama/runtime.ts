@@ -1,48 +1,64 @@
-import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Llama, LlamaLogLevel as LlamaLogLevelValue, LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/loader.js';
+import { defaultHome } from '../../core/store.js';
+import { buildMetadataOf, findThreadpoolAddon } from './threadpool-addon.js';
 
 /**
- * The one llama.cpp binding per process, shared by the chat, embedding and
- * rerank loaders. node-llama-cpp is imported lazily: commands that never
- * touch a GGUF model don't pay for it.
+ * The llama.cpp binding, shared by the chat, embedding and rerank loaders.
+ * node-llama-cpp is imported lazily: commands that never touch a GGUF model
+ * don't pay for it.
  *
- * Binary choice is explicit (getLlama's default "auto" may compile llama.cpp
- * for minutes on first use): LSERVE_LLAMA_BUILD says "prebuilt", "lastBuild"
- * (a binary built for this CPU with `npx --no node-llama-cpp source download
- * --gpu false`) or "auto" (node-llama-cpp decides). Unset, it is the
- * threadpool build `npm run build:llama` made, while that is node-llama-cpp's
- * last build (single-stream decode on par with llama-server; the prebuilt
- * binary starts a fresh CPU threadpool per decode and runs ≈ 0.8× — see
- * bench/README.md), and otherwise the prebuilt binary.
+ * Which binary (LSERVE_LLAMA_BUILD, else the default):
+ * - `threadpool`: the default once built — node-llama-cpp's addon recompiled
+ *   here with a persistent CPU threadpool per context, linked against the
+ *   prebuilt llama.cpp libraries (threadpool-addon.ts; `lserve serve` builds
+ *   it in the background, `npm run build:llama` on demand). Used only where
+ *   node-llama-cpp would run on the CPU anyway: it links the CPU-only libraries.
+ * - `prebuilt`: node-llama-cpp's prebuilt binary (GPU builds included); the
+ *   default until the threadpool addon exists. It starts a fresh CPU
+ *   threadpool per decode: ≈ 0.8× llama-server on one stream (bench/README.md).
+ * - `lastBuild`: whatever `npx --no node-llama-cpp source download` built last.
+ * - `auto`: node-llama-cpp decides, and may compile llama.cpp for minutes.
+ *
+ * A binary becomes the default the moment its build completes; models loaded
+ * before keep the runtime they were loaded with (both addons bind the same
+ * llama.cpp libraries, loaded once in the process).
  */
 
-let llama: Promise<Llama> | undefined;
-/** The binary the runtime was loaded with (decided once, when it loads). */
+export type LlamaBuildChoice = 'threadpool' | 'prebuilt' | 'lastBuild' | 'auto';
+const CHOICES: readonly LlamaBuildChoice[] = ['threadpool', 'prebuilt', 'lastBuild', 'auto'];
+
+const runtimes = new Map<string, Promise<Llama>>();
+/** The binary of the runtime loaded last, for load logs. */
 let loadedBuild: LlamaBuildChoice | undefined;
+/** Where threadpool addons are built and found: the lserve home (set by the engine). */
+let addonHome = defaultHome();
 
-export type LlamaBuildChoice = 'prebuilt' | 'lastBuild' | 'auto';
-
-export function llamaBuildChoice(value = process.env.LSERVE_LLAMA_BUILD, threadpoolBuild = hasThreadpoolBuild()): LlamaBuildChoice {
-  if (value === undefined || value === '') return threadpoolBuild ? 'lastBuild' : 'prebuilt';
-  if (value === 'prebuilt' || value === 'lastBuild' || value === 'auto') return value;
-  throw new Error(`LSERVE_LLAMA_BUILD must be prebuilt, lastBuild or auto (got '${value}')`);
+export function setLlamaAddonHome(home: string): void {
+  addonHome = home;
 }
 
-/** Written by scripts/build-llama.mjs next to node-llama-cpp's own lastBuild.json. */
-export const THREADPOOL_BUILD_MARKER = 'lserve-threadpool-build.json';
+/**
+ * LSERVE_LLAMA_BUILD, validated; unset, the threadpool addon when one is built
+ * for this install and the CPU runs the model, else the prebuilt binary.
+ */
+export function llamaBuildChoice(value = process.env.LSERVE_LLAMA_BUILD, threadpoolAddon = false): LlamaBuildChoice {
+  if (value === undefined || value === '') return threadpoolAddon ? 'threadpool' : 'prebuilt';
+  if ((CHOICES as readonly string[]).includes(value)) return value as LlamaBuildChoice;
+  throw new Error(`LSERVE_LLAMA_BUILD must be ${CHOICES.join(', ')} (got '${value}')`);
+}
 
-/** Whether node-llama-cpp's last build is the one scripts/build-llama.mjs made (its marker names the same build folder). */
-export function hasThreadpoolBuild(llamaDir = nodeLlamaCppDir()): boolean {
-  try {
-    const folder = (file: string) => (JSON.parse(readFileSync(`${llamaDir}/${file}`, 'utf8')) as { folderName?: unknown }).folderName;
-    const built = folder(THREADPOOL_BUILD_MARKER);
-    return typeof built === 'string' && built === folder('lastBuild.json');
-  } catch {
-    return false;
-  }
+/**
+ * Whether node-llama-cpp runs models on the CPU here (LSERVE_GPU=off, or no
+ * GPU it supports): only then does the CPU-only threadpool addon apply.
+ */
+export async function runsOnCpu(): Promise<boolean> {
+  if (process.env.LSERVE_GPU === 'off') return true;
+  const { getLlamaGpuTypes } = await import('node-llama-cpp');
+  return (await getLlamaGpuTypes('supported')).filter((gpu) => gpu !== false).length === 0;
 }
 
 /** node-llama-cpp's `llama/` folder (its bundled source, addon and build records). */
@@ -51,38 +67,82 @@ export function nodeLlamaCppDir(): string {
   return fileURLToPath(new URL('../llama', import.meta.resolve('node-llama-cpp')));
 }
 
-export function getRuntime(): Promise<Llama> {
-  llama ??= (async () => {
-    const { getLlama, Llama, LlamaLogLevel } = await import('node-llama-cpp');
-    const choice = llamaBuildChoice();
-    loadedBuild = choice;
-    const common = {
-      gpu: process.env.LSERVE_GPU === 'off' ? (false as const) : ('auto' as const),
-      logLevel: process.env.LSERVE_LLAMA_LOG === 'debug' ? LlamaLogLevel.debug : LlamaLogLevel.error,
-      logger: (level: LlamaLogLevelValue, message: string) => {
-        // What llama.cpp says while a model loads becomes the load error's
-        // detail (logged once, by the model manager), not loose stderr lines.
-        if (loading.size > 0 && (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal)) {
-          for (const lines of loading) lines.push(message.trim());
-          return;
-        }
-        Llama.defaultConsoleLogger(level, message);
-      },
-    };
-    const runtime = choice === 'lastBuild' ? await getLlama('lastBuild', common) : await getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
-    // node-llama-cpp's default thread budget is twice the math cores (4 on a
-    // 2-core machine), and a context given no thread count takes all of it.
-    // More ggml threads than cores spin-wait against each other at every op:
-    // measured on 2 cores with a synthetic Qwen3-0.6B Q8_0, decode ran at a
-    // median 11.4 tok/s with 4 threads against 15.0 with 2 (bench/README.md).
-    // llama.cpp's own tools default to the math-core count; so do we.
-    runtime.maxThreads = runtime.cpuMathCores;
-    return runtime;
-  })();
-  return llama;
+export async function getRuntime(): Promise<Llama> {
+  const explicit = process.env.LSERVE_LLAMA_BUILD;
+  const addon = explicit === 'prebuilt' || explicit === 'lastBuild' || explicit === 'auto' ? undefined : findThreadpoolAddon(addonHome);
+  let choice = llamaBuildChoice(explicit, addon !== undefined);
+  if (choice === 'threadpool' && !explicit && !(await runsOnCpu())) choice = 'prebuilt';
+  if (choice === 'threadpool' && !addon) throw new Error(`LSERVE_LLAMA_BUILD=threadpool, but no threadpool addon is built under ${addonHome} (run \`npm run build:llama\`)`);
+  const key = choice === 'threadpool' ? `threadpool:${addon}` : choice;
+  let runtime = runtimes.get(key);
+  if (!runtime) {
+    runtime = createRuntime(choice, addon);
+    if (choice === 'threadpool' && !explicit) {
+      // A default that fails to load must not cost the user chat: back to the prebuilt binary, for good.
+      runtime = runtime.catch((error: unknown) => {
+        console.warn(`llama.cpp: the threadpool addon ${addon} did not load (${(error as Error).message}); using the prebuilt binary`);
+        return getRuntimeOf('prebuilt');
+      });
+      runtimes.set(key, runtime);
+    } else {
+      runtimes.set(key, runtime);
+      runtime.catch(() => runtimes.delete(key));
+    }
+  }
+  loadedBuild = choice;
+  return runtime;
 }
 
-/** Which binary the loaded runtime uses, for load logs; undefined before getRuntime() resolved. */
+function getRuntimeOf(choice: 'prebuilt'): Promise<Llama> {
+  let runtime = runtimes.get(choice);
+  if (!runtime) runtimes.set(choice, (runtime = createRuntime(choice, undefined)));
+  return runtime;
+}
+
+async function createRuntime(choice: LlamaBuildChoice, addon: string | undefined): Promise<Llama> {
+  const { getLlama, Llama, LlamaLogLevel } = await import('node-llama-cpp');
+  const common = {
+    gpu: process.env.LSERVE_GPU === 'off' ? (false as const) : ('auto' as const),
+    logLevel: process.env.LSERVE_LLAMA_LOG === 'debug' ? LlamaLogLevel.debug : LlamaLogLevel.error,
+    logger: (level: LlamaLogLevelValue, message: string) => {
+      // What llama.cpp says while a model loads becomes the load error's
+      // detail (logged once, by the model manager), not loose stderr lines.
+      if (loading.size > 0 && (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal)) {
+        for (const lines of loading) lines.push(message.trim());
+        return;
+      }
+      Llama.defaultConsoleLogger(level, message);
+    },
+  };
+  const runtime =
+    choice === 'threadpool'
+      ? await loadAddonRuntime(Llama, addon!, common)
+      : choice === 'lastBuild'
+        ? await getLlama('lastBuild', common)
+        : await getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
+  // node-llama-cpp's default thread budget is twice the math cores (4 on a
+  // 2-core machine), and a context given no thread count takes all of it.
+  // More ggml threads than cores spin-wait against each other at every op:
+  // measured on 2 cores with a synthetic Qwen3-0.6B Q8_0, decode ran at a
+  // median 11.4 tok/s with 4 threads against 15.0 with 2 (bench/README.md).
+  // llama.cpp's own tools default to the math-core count; so do we.
+  runtime.maxThreads = runtime.cpuMathCores;
+  return runtime;
+}
+
+/**
+ * A runtime over the threadpool addon. node-llama-cpp (pinned to one version
+ * in package.json) creates every runtime through `Llama._create` with the
+ * addon it picked; its public getLlama cannot be pointed at another addon.
+ */
+async function loadAddonRuntime(LlamaClass: typeof Llama, addonPath: string, options: { logLevel: LlamaLogLevelValue; logger: (level: LlamaLogLevelValue, message: string) => void }): Promise<Llama> {
+  const create = (LlamaClass as unknown as { _create?: (o: Record<string, unknown>) => Promise<Llama> })._create;
+  if (typeof create !== 'function') throw new Error('this node-llama-cpp version cannot load the threadpool addon (no Llama._create); set LSERVE_LLAMA_BUILD=prebuilt');
+  const bindings: unknown = createRequire(import.meta.url)(addonPath);
+  return create.call(LlamaClass, { bindings, bindingPath: addonPath, buildType: 'prebuilt', buildMetadata: await buildMetadataOf(addonPath), ...options, debug: false });
+}
+
+/** Which binary the last runtime handed out uses, for load logs; undefined before the first. */
 export function runtimeBuild(): LlamaBuildChoice | undefined {
   return loadedBuild;
 }

@@ -1,0 +1,227 @@
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { cp, mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The threadpool addon: node-llama-cpp's own N-API addon, recompiled on this
+ * machine with threadpool.patch (one persistent, spin-polling CPU threadpool
+ * per context, as llama.cpp's own tools attach) and linked against the
+ * prebuilt llama.cpp libraries already installed. The prebuilt addon lets
+ * ggml start and join a fresh threadpool for every decode, which costs
+ * ≈ 20 % of single-stream speed (bench/README.md).
+ *
+ * Only the addon's ≈ 20 C++ files are compiled — about a minute on 2 cores,
+ * never llama.cpp itself — from the sources node-llama-cpp ships (its addon
+ * folder, and headers from its bundled llama.cpp git bundle). It needs a C++
+ * compiler, git and Node's headers; without them lserve stays on the prebuilt
+ * addon. The result lives under the lserve home, keyed by everything it was
+ * built from, so an upgrade of node-llama-cpp builds afresh.
+ */
+
+const PATCH = fileURLToPath(new URL('../../../scripts/llama/threadpool.patch', import.meta.url));
+/** Headers the addon includes, from the bundled llama.cpp source. */
+const HEADER_DIRS = ['include', 'common', 'ggml/include', 'src', 'vendor'];
+/** The prebuilt CPU variants are loaded by ggml at run time; the addon links the rest. */
+const CPU_VARIANT = /^libggml-cpu-.*\.so$/;
+
+export interface AddonSources {
+  /** node-llama-cpp's `llama/` folder: addon sources and gitRelease.bundle. */
+  llamaDir: string;
+  /** The prebuilt CPU-only binaries folder (addon, libllama, libggml*, CPU variants). */
+  binsDir: string;
+  nodeLlamaCppVersion: string;
+}
+
+/** Where node-llama-cpp and its CPU-only prebuilt binaries for this platform are; undefined when not installed. */
+export function addonSources(): AddonSources | undefined {
+  try {
+    // Both packages export only their entry (dist/index.js); their folders are one level up.
+    const packageJson = fileURLToPath(new URL('../package.json', import.meta.resolve('node-llama-cpp')));
+    const target = `${process.platform === 'darwin' ? 'mac' : process.platform}-${process.arch}`;
+    const binsDir = path.join(path.dirname(createRequire(packageJson).resolve(`@node-llama-cpp/${target}`)), '..', 'bins', target);
+    const llamaDir = path.join(path.dirname(packageJson), 'llama');
+    if (!existsSync(path.join(binsDir, 'llama-addon.node')) || !existsSync(path.join(llamaDir, 'addon'))) return undefined;
+    const { version } = JSON.parse(readFileSync(packageJson, 'utf8')) as { version: string };
+    return { llamaDir, binsDir, nodeLlamaCppVersion: version };
+  } catch {
+    return undefined;
+  }
+}
+
+/** A hash of what the addon is built from: node-llama-cpp's version, its prebuilt addon and the patch. */
+export function addonKey(sources: AddonSources): string {
+  const hash = createHash('sha256');
+  hash.update(`${sources.nodeLlamaCppVersion}\0${process.platform}-${process.arch}\0`);
+  hash.update(readFileSync(path.join(sources.binsDir, 'llama-addon.node')));
+  hash.update(readFileSync(PATCH));
+  return hash.digest('hex').slice(0, 16);
+}
+
+export function addonDir(home: string, key: string): string {
+  return path.join(home, 'llama', `threadpool-addon-${key}`);
+}
+
+interface BuildRecord {
+  key: string;
+  nodeLlamaCpp: string;
+  builtAt: string;
+  seconds: number;
+}
+
+/**
+ * The built addon's path, when a complete build for these sources exists and
+ * every library it links still resolves (the prebuilt folder may have moved
+ * with node_modules).
+ */
+export function findThreadpoolAddon(home: string, sources = addonSources()): string | undefined {
+  if (!sources || process.platform !== 'linux') return undefined;
+  try {
+    const key = addonKey(sources);
+    const dir = addonDir(home, key);
+    const record = JSON.parse(readFileSync(path.join(dir, 'build.json'), 'utf8')) as BuildRecord;
+    if (record.key !== key) return undefined;
+    for (const name of readdirSync(dir)) if (name.endsWith('.so')) statSync(path.join(dir, name)); // throws on a dangling link
+    return path.join(dir, 'llama-addon.node');
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a build needs that this machine lacks (empty: it can build). */
+export async function missingBuildTools(env = process.env): Promise<string[]> {
+  const missing: string[] = [];
+  if (process.platform !== 'linux') missing.push(`linux (this is ${process.platform})`);
+  if (!(await succeeds(compiler(env), ['--version']))) missing.push(`a C++ compiler (${compiler(env)}; set CXX)`);
+  if (!(await succeeds('git', ['--version']))) missing.push('git');
+  if (!nodeHeaders()) missing.push("Node's C headers (node_api.h)");
+  return missing;
+}
+
+export type BuildProgress = (message: string) => void;
+
+/**
+ * Builds the addon into the lserve home and returns its path. Runs the
+ * compiler in child processes at low priority (the event loop stays free and
+ * a server keeps serving); the folder appears whole or not at all.
+ */
+export async function buildThreadpoolAddon(home: string, progress: BuildProgress = () => {}, sources = addonSources()): Promise<string> {
+  if (!sources) throw new Error("node-llama-cpp's prebuilt binaries for this platform are not installed");
+  const missing = await missingBuildTools();
+  if (missing.length > 0) throw new Error(`cannot build: missing ${missing.join(', ')}`);
+  const started = Date.now();
+  const key = addonKey(sources);
+  const finalDir = addonDir(home, key);
+  await mkdir(path.dirname(finalDir), { recursive: true });
+  const work = `${finalDir}.tmp-${process.pid}`;
+  // What a build interrupted by the process's end left behind.
+  for (const stale of readdirSync(path.dirname(finalDir), { withFileTypes: true }).filter((e) => e.name.startsWith(`${path.basename(finalDir)}.tmp-`))) {
+    await rm(path.join(path.dirname(finalDir), stale.name), { recursive: true, force: true });
+  }
+  await mkdir(work, { recursive: true });
+  try {
+    progress('reading llama.cpp headers from the bundled source');
+    const source = path.join(work, 'llama.cpp');
+    await run('git', ['clone', '--quiet', '--no-checkout', path.join(sources.llamaDir, 'gitRelease.bundle'), source]);
+    await run('git', ['-C', source, 'checkout', '--quiet', 'HEAD', '--', ...HEADER_DIRS]);
+
+    const addon = path.join(work, 'addon-src');
+    await cp(path.join(sources.llamaDir, 'addon'), path.join(addon, 'llama', 'addon'), { recursive: true });
+    // Its own repository, so that git applies the patch here even when the home lies inside another work tree.
+    await run('git', ['init', '--quiet'], addon);
+    await run('git', ['apply', '-p1', PATCH], addon);
+
+    const files = listSources(path.join(addon, 'llama', 'addon'));
+    const includes = [nodeHeaders()!, nodeAddonApiDir(sources), source, ...HEADER_DIRS.map((d) => path.join(source, d))].map((d) => `-I${d}`);
+    const flags = ['-c', '-O2', '-DNDEBUG', '-fPIC', '-std=c++17', '-fexceptions', '-DNAPI_VERSION=7', ...includes];
+    const objects: string[] = [];
+    let done = 0;
+    await inParallel(files, os.availableParallelism(), async (file) => {
+      const object = path.join(work, `${objects.length}-${path.basename(file, '.cpp')}.o`);
+      objects.push(object);
+      await run(compiler(), [...flags, file, '-o', object], undefined, true);
+      progress(`compiled ${++done}/${files.length} addon sources`);
+    });
+
+    const libraries = readdirSync(sources.binsDir).filter((f) => f.endsWith('.so') && !CPU_VARIANT.test(f));
+    // Mirrors the prebuilt addon's link: its libraries found beside it ($ORIGIN), the C++ runtime linked in.
+    await run(compiler(), ['-shared', '-o', path.join(work, 'llama-addon.node'), ...objects, `-L${sources.binsDir}`, ...libraries.map((l) => `-l:${l}`), "-Wl,-rpath,$ORIGIN", '-static-libgcc', '-static-libstdc++']);
+
+    // ggml loads the CPU variants from the addon's folder: all prebuilt libraries are linked in beside it.
+    for (const name of readdirSync(sources.binsDir).filter((f) => f.endsWith('.so'))) await symlink(path.join(sources.binsDir, name), path.join(work, name));
+    await cp(path.join(sources.binsDir, '_nlcBuildMetadata.json'), path.join(work, '_nlcBuildMetadata.json'));
+    await rm(source, { recursive: true, force: true });
+    await rm(addon, { recursive: true, force: true });
+    for (const object of objects) await rm(object, { force: true });
+    const record: BuildRecord = { key, nodeLlamaCpp: sources.nodeLlamaCppVersion, builtAt: new Date().toISOString(), seconds: Math.round((Date.now() - started) / 1000) };
+    await writeFile(path.join(work, 'build.json'), `${JSON.stringify(record, null, 2)}\n`);
+    await rm(finalDir, { recursive: true, force: true });
+    await rename(work, finalDir);
+    return path.join(finalDir, 'llama-addon.node');
+  } catch (error) {
+    await rm(work, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+/** The prebuilt binaries' build description, which node-llama-cpp reads for the addon it loads. */
+export async function buildMetadataOf(addonPath: string): Promise<unknown> {
+  return JSON.parse(await readFile(path.join(path.dirname(addonPath), '_nlcBuildMetadata.json'), 'utf8'));
+}
+
+function compiler(env = process.env): string {
+  return env.CXX || 'c++';
+}
+
+function nodeHeaders(): string | undefined {
+  const candidates = [path.join(path.dirname(process.execPath), '..', 'include', 'node'), '/usr/include/node', '/usr/local/include/node'];
+  return candidates.find((dir) => existsSync(path.join(dir, 'node_api.h')));
+}
+
+function nodeAddonApiDir(sources: AddonSources): string {
+  return path.dirname(createRequire(path.join(sources.llamaDir, '..', 'package.json')).resolve('node-addon-api/package.json'));
+}
+
+function listSources(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.cpp'))
+    .map((f) => path.join(dir, f))
+    .sort();
+}
+
+async function inParallel<T>(items: readonly T[], jobs: number, work: (item: T) => Promise<void>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(jobs, queue.length)) }, async () => {
+    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
+  }));
+}
+
+function succeeds(command: string, args: string[]): Promise<boolean> {
+  return run(command, args).then(() => true, () => false);
+}
+
+/** Runs a command; rejects with the tail of its output. `lowPriority`: niced, so a serving process keeps the CPU first. */
+function run(command: string, args: string[], cwd?: string, lowPriority = false): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (lowPriority && child.pid !== undefined) {
+      try {
+        os.setPriority(child.pid, 10);
+      } catch {
+        // not permitted: run at normal priority
+      }
+    }
+    let output = '';
+    const keep = (chunk: Buffer) => {
+      output = (output + chunk.toString()).slice(-4000);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(command)} ${args[0] ?? ''} failed (exit ${code}): ${output.trim().split('\n').slice(-8).join('\n')}`))));
+  });
+}

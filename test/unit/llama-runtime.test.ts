@@ -3,7 +3,9 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { llamaBuildChoice, nodeLlamaCppDir } from '../../src/runtimes/llama/runtime.js';
+import { Llama, LlamaLogLevel } from 'node-llama-cpp';
+import { llamaBuildChoice, loadAddonRuntime, nodeLlamaCppDir } from '../../src/runtimes/llama/runtime.js';
+import { tinyQwen3File } from '../helpers/chat-model.js';
 import { addonDir, addonKey, addonSources, findThreadpoolAddon, missingBuildTools } from '../../src/runtimes/llama/threadpool-addon.js';
 
 /** Which llama.cpp binary lserve loads: LSERVE_LLAMA_BUILD, else the threadpool addon once it is built for this install. */
@@ -60,4 +62,27 @@ describe('llama.cpp binary choice', () => {
   it('names the build tools a machine lacks', async () => {
     expect(await missingBuildTools({ CXX: '/nonexistent/c++' })).toContainEqual(expect.stringMatching(/C\+\+ compiler \(\/nonexistent\/c\+\+; set CXX\)/));
   });
+
+  it('creates a working runtime from an addon it is handed, as it does from the threadpool addon', async () => {
+    // The prebuilt addon stands in for a compiled one (the tests never compile): the
+    // same Llama._create path, memory checks included, must size and run a context.
+    const runtime = await loadAddonRuntime(Llama, path.join(addonSources()!.binsDir, 'llama-addon.node'), { logLevel: LlamaLogLevel.error, logger: () => {} });
+    const model = await runtime.loadModel({ modelPath: tinyQwen3File() });
+    try {
+      const context = await model.createContext({ sequences: 4 }); // sized by node-llama-cpp's memory checks
+      expect(context.contextSize).toBeGreaterThan(0);
+      const sequence = context.getSequence();
+      let generated = 0;
+      for await (const token of sequence.evaluate(model.tokenize('hello'), { temperature: 0 })) {
+        expect(token).toBeGreaterThanOrEqual(0);
+        if (++generated === 3) break;
+      }
+      expect(generated).toBe(3);
+      await context.dispose();
+    } finally {
+      await model.dispose();
+      await runtime.dispose();
+    }
+  });
 });
+

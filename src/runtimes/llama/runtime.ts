@@ -135,11 +135,23 @@ async function createRuntime(choice: LlamaBuildChoice, addon: string | undefined
  * in package.json) creates every runtime through `Llama._create` with the
  * addon it picked; its public getLlama cannot be pointed at another addon.
  */
-async function loadAddonRuntime(LlamaClass: typeof Llama, addonPath: string, options: { logLevel: LlamaLogLevelValue; logger: (level: LlamaLogLevelValue, message: string) => void }): Promise<Llama> {
+export async function loadAddonRuntime(LlamaClass: typeof Llama, addonPath: string, options: { logLevel: LlamaLogLevelValue; logger: (level: LlamaLogLevelValue, message: string) => void }): Promise<Llama> {
   const create = (LlamaClass as unknown as { _create?: (o: Record<string, unknown>) => Promise<Llama> })._create;
   if (typeof create !== 'function') throw new Error('this node-llama-cpp version cannot load the threadpool addon (no Llama._create); set LSERVE_LLAMA_BUILD=prebuilt');
   const bindings: unknown = createRequire(import.meta.url)(addonPath);
-  return create.call(LlamaClass, { bindings, bindingPath: addonPath, buildType: 'prebuilt', buildMetadata: await buildMetadataOf(addonPath), ...options, debug: false });
+  return create.call(LlamaClass, {
+    bindings,
+    bindingPath: addonPath,
+    buildType: 'prebuilt',
+    buildMetadata: await buildMetadataOf(addonPath),
+    ...options,
+    // What getLlama passes by default (node-llama-cpp 3.21.1 on Linux): without
+    // a RAM padding its memory checks compute with NaN and refuse every context.
+    ramPadding: (totalRam: number) => Math.floor(Math.min(totalRam * 0.25, 1024 ** 3)),
+    vramPadding: 0, // the addon links the CPU-only libraries
+    tempDir: false,
+    debug: false,
+  });
 }
 
 /** Which binary the last runtime handed out uses, for load logs; undefined before the first. */

@@ -6,12 +6,15 @@
  * accuracy_level unset and 4), side by side. Each weight variant runs in a
  * process of its own (for its peak memory): load, one sentence through the
  * runtime as the server uses it (time to first audio with first audio blocks
- * of 4, 2 and 1 frames, frames per second, real-time factor), the decoder's
- * worker given 1 thread, then the parts of one frame called in-thread with 2
+ * of 4, 2 and 1 frames, frames per second, real-time factor), alternating
+ * run by run with the same runtime whose decoder's worker has
+ * `--decoder-threads` (default 1; the thread plan gives it the loop's own),
+ * then the parts of one frame called in-thread with 2
  * and 1 intra-op threads. Then ORT's own MatMul throughput for reference, and
- * a table of the variants with ratios. The codec decoder is the synthetic one,
- * so decoding cost is not the real decoder's. Models are written once into
- * test/.cache (fp32 ≈ 2.5 GB, int4 ≈ 0.6 GB each; `--clean` removes them).
+ * a table of the variants with ratios. The codec decoder is the synthetic one
+ * with the real decoder's look-back and about its arithmetic per frame
+ * (QWEN3_TTS_0_6B). Models are written once into test/.cache (fp32 ≈ 2.5 GB,
+ * int4 ≈ 0.7 GB each; `--clean` removes them).
  *
  *   npx tsx bench/tts.ts [--weights fp32,int4,int4-acc4] [--threads 2] [--frames 24] [--runs 2]
  *                        [--first 4,2,1] [--decoder-threads 1] [--skip audio,decoder,parts,matmul] [--clean]
@@ -23,6 +26,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { describeRun, fmt, frameParts, median, synthesize, type Parts, type SynthesisRun } from './tts/loop.js';
 import { matmulRates } from './tts/matmul.js';
+import { STREAMING_BLOCKS } from '../src/families/qwen3-tts/codec.js';
+import { machineThreads } from '../src/runtimes/onnx/threads.js';
 import { isVariant, loadRuntime, loadRuntimeSplit, variantDir, weightBytes, writeBenchModel, type Variant } from './tts/model.js';
 
 const { values: args } = parseArgs({
@@ -42,8 +47,11 @@ const threads = Number(args.threads);
 const frames = Number(args.frames);
 const runs = Number(args.runs);
 const firsts = args.first.split(',').map(Number);
+// The plan's decoder threads for this budget (runtimes/onnx/threads.ts: the loop's own); the comparison runs with --decoder-threads.
+const planDecoderThreads = machineThreads(threads);
 const decoderThreads = Number(args['decoder-threads']);
 const skip = new Set(args.skip.split(',').filter(Boolean));
+const compareDecoder = !skip.has('decoder') && !skip.has('audio') && decoderThreads !== planDecoderThreads;
 const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
 
 interface VariantResult {
@@ -69,38 +77,36 @@ async function runVariant(variant: Variant): Promise<VariantResult> {
   // The loader's schedule: the decoder comparison below runs with it.
   const defaultFirst = runtime.blockPolicy.first;
   const result: VariantResult = { variant, sizeBytes: model.sizeBytes, writeSeconds: model.writeSeconds, loadSeconds, peakRssBytes: 0, runs: [], decoderRuns: [], parts: [] };
+  let split: Awaited<ReturnType<typeof loadRuntimeSplit>> | undefined;
   try {
     if (!skip.has('audio')) {
       await synthesize(runtime, defaultFirst, 3, 99); // warm-up: first runs allocate the sessions' arenas
+      // Peak memory of one runtime, before the comparison's second one loads.
+      result.peakRssBytes = process.resourceUsage().maxRSS * 1024;
+      if (compareDecoder) {
+        split = await loadRuntimeSplit(model, threads, decoderThreads);
+        await synthesize(split, defaultFirst, 3, 99);
+      }
       for (let run = 0; run < runs; run++) {
-        // Rotate the order so drift in the machine's load does not favour one setting.
+        // Rotate the order, and alternate with the comparison, so drift in the machine's load favours no setting.
         const order = firsts.map((_, i) => firsts[(i + run) % firsts.length]!);
         for (const first of order) {
           const r = await synthesize(runtime, first, frames, run + 1);
           result.runs.push(r);
-          console.log(describeRun(`run ${run + 1}`, r));
+          console.log(describeRun(`run ${run + 1}, decoder ${planDecoderThreads} thread(s) (the plan)`, r));
+        }
+        if (split) {
+          const r = await synthesize(split, defaultFirst, frames, run + 1);
+          result.decoderRuns.push(r);
+          console.log(describeRun(`run ${run + 1}, decoder ${decoderThreads} thread(s)`, r));
         }
       }
     }
   } finally {
-    await runtime.dispose();
+    await Promise.all([runtime.dispose(), split?.dispose()]);
   }
-  result.peakRssBytes = process.resourceUsage().maxRSS * 1024;
+  result.peakRssBytes ||= process.resourceUsage().maxRSS * 1024;
   console.log(`peak RSS: ${fmt(result.peakRssBytes / 2 ** 30, 2)} GiB (load average ${load()})`);
-
-  if (!skip.has('decoder') && !skip.has('audio') && decoderThreads !== threads) {
-    const split = await loadRuntimeSplit(model, threads, decoderThreads);
-    try {
-      await synthesize(split, defaultFirst, 3, 99);
-      for (let run = 0; run < runs; run++) {
-        const r = await synthesize(split, defaultFirst, frames, run + 1);
-        result.decoderRuns.push(r);
-        console.log(describeRun(`decoder worker ${decoderThreads} thread(s), run ${run + 1}`, r));
-      }
-    } finally {
-      await split.dispose();
-    }
-  }
 
   if (!skip.has('parts')) {
     const bytes = weightBytes(variant);
@@ -129,6 +135,12 @@ function inChild(variant: Variant): Promise<VariantResult> {
     child.on('error', reject);
     child.on('exit', (code) => (result ? resolve(result) : reject(new Error(`${variant}: the child process exited with ${code}`))));
   });
+}
+
+/** Per run: RTF with the plan's decoder threads ÷ RTF with --decoder-threads, both at the runtime's first block (run one after the other). */
+function pairedRatios(r: VariantResult): number[] {
+  const plan = r.runs.filter((x) => x.first === STREAMING_BLOCKS.first);
+  return r.decoderRuns.map((x, i) => (plan[i] ? plan[i]!.rtf / x.rtf : NaN));
 }
 
 function table(results: VariantResult[]): void {
@@ -161,10 +173,13 @@ function table(results: VariantResult[]): void {
     ['RTF (runtime, median)', (r) => median(allRuns(r).map((x) => x.rtf)), 2],
   );
   for (const first of firsts) rows.push([`first audio, first block ${first}, s`, (r) => median(runsWith(r, first).map((x) => x.firstAudio)), 2]);
-  if (decoderThreads !== threads) {
+  if (compareDecoder) {
+    const first = STREAMING_BLOCKS.first;
     rows.push(
-      [`first audio, decoder ${decoderThreads} thr, s`, (r) => median(r.decoderRuns.map((x) => x.firstAudio)), 2],
+      [`first audio, first block ${first}, decoder ${decoderThreads} thr, s`, (r) => median(r.decoderRuns.map((x) => x.firstAudio)), 2],
       [`loop frames/s, decoder ${decoderThreads} thr`, (r) => median(r.decoderRuns.map((x) => x.loopFps)), 2],
+      [`RTF, decoder ${decoderThreads} thr`, (r) => median(r.decoderRuns.map((x) => x.rtf)), 2],
+      [`RTF, plan ÷ decoder ${decoderThreads} thr (paired runs)`, (r) => median(pairedRatios(r)), 2],
     );
   }
   const names = results.map((r) => r.variant);

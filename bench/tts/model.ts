@@ -3,6 +3,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import { CodecDecoder } from '../../src/families/qwen3-tts/codec.js';
+import { parseCodecConfig, type SpeechTokenizerConfigJson } from '../../src/families/qwen3-tts/codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from '../../src/families/qwen3-tts/config.js';
 import type { GraphPaths } from '../../src/families/qwen3-tts/generator.js';
 import { Qwen3TtsRuntime as Runtime } from '../../src/families/qwen3-tts/runtime.js';
@@ -94,9 +96,10 @@ export async function loadRuntimeSplit(model: BenchModel, threads: number, decod
   const json = async <T>(file: string) => JSON.parse(await readFile(file, 'utf8')) as T;
   const config = parseTtsConfig(await json<ModelConfigJson>(files.config!), await json<GenerationConfigJson>(files.generation_config!));
   const paths = Object.fromEntries(['text_embed', 'codec_embed', 'talker_cache', 'code_predictor', 'residual_embed'].map((g) => [g, files[g]!])) as unknown as GraphPaths;
+  const codec = parseCodecConfig(await json<SpeechTokenizerConfigJson>(files.speech_tokenizer_config!));
   const [generator, decoder] = await Promise.all([
-    GeneratorWorker.start({ paths, threads, config, tokenizer: { vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config } }),
+    GeneratorWorker.start({ paths, threads, config, referenceSamplesPerFrame: codec.encoderSamplesPerFrame, tokenizer: { vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config } }),
     OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }),
   ]);
-  return new Runtime(generator, decoder, config, 0);
+  return new Runtime(generator, new CodecDecoder(decoder, config.groups, codec), config, 0);
 }

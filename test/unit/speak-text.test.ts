@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { splitSentences } from '../../src/core/tasks/speak/sentences.js';
+import { packSentences, splitSentences } from '../../src/core/tasks/speak/sentences.js';
 import { canonicalLanguage, canonicalSpeaker } from '../../src/core/tasks/speak/voices.js';
 import type { SpeechModelInfo } from '../../src/core/tasks/speak/synthesizer.js';
 
@@ -38,6 +38,29 @@ describe('splitSentences', () => {
       'First line without a stop',
       'Second line without one either',
     ]);
+  });
+});
+
+describe('packSentences (models that speak a whole text in one pass)', () => {
+  it('keeps a text within the limit whole, however many sentences, line breaks included', () => {
+    const text = 'Hi. How are you?\nFine, thanks!  See you.';
+    expect(packSentences(`  ${text} `, text.length)).toEqual([text]);
+    expect(packSentences('   ', 10)).toEqual([]);
+  });
+
+  it('beyond the limit, packs as many whole sentences into each piece as fit', () => {
+    const text = 'One two three. Four five six. Seven eight. Nine ten eleven twelve.';
+    expect(packSentences(text, 30)).toEqual(['One two three. Four five six.', 'Seven eight.', 'Nine ten eleven twelve.']);
+    expect(packSentences(text, 45)).toEqual(['One two three. Four five six. Seven eight.', 'Nine ten eleven twelve.']);
+    const cjk = '今天天气很好。我们去公园散步吧！你觉得怎么样？';
+    expect(packSentences(cjk, 16)).toEqual(['今天天气很好。我们去公园散步吧！', '你觉得怎么样？']);
+  });
+
+  it('cuts only a sentence longer than the limit, at a clause boundary, and packs on after it', () => {
+    const long = `${'a'.repeat(30)}, ${'b'.repeat(30)}.`;
+    const pieces = packSentences(`Short one. ${long} Tail.`, 40);
+    expect(pieces).toEqual(['Short one.', `${'a'.repeat(30)},`, `${'b'.repeat(30)}. Tail.`]);
+    for (const piece of pieces) expect(piece.length).toBeLessThanOrEqual(40);
   });
 });
 

@@ -5,7 +5,7 @@ import type { Engine } from '../engine.js';
 import type { Lease } from '../manager.js';
 import { InvalidRequestError, ModelNotFoundError, OverloadedError, PayloadTooLargeError } from '../errors.js';
 import { canonicalLanguage, canonicalSpeaker } from './speak/voices.js';
-import { splitSentences } from './speak/sentences.js';
+import { packSentences, splitSentences } from './speak/sentences.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/synthesizer.js';
 
 /**
@@ -13,7 +13,8 @@ import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/s
  * checks the request against what the model offers (its mode, speakers,
  * languages) before any audio is made, so every bad request is a 4xx before
  * a response starts; the prepared speech then synthesises piece by piece
- * (sentences), handing audio over as each block is decoded. HTTP
+ * (sentences, or for a model whose prosody spans sentences the whole input
+ * up to its one-pass length), handing audio over as each block is decoded. HTTP
  * (POST /v1/audio/speech, its stream jobs) and `lserve speak` both use it.
  */
 
@@ -157,10 +158,11 @@ function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<S
           onAudio(block);
         };
         let framesLeft = request.frames;
-        for (const text of splitSentences(input)) {
+        const pieces = info.maxPieceChars !== undefined ? packSentences(input, info.maxPieceChars) : splitSentences(input);
+        for (const text of pieces) {
           if (framesLeft !== undefined && framesLeft <= 0) break;
           signal.throwIfAborted();
-          // One piece at a time per model: concurrent requests take turns sentence by sentence.
+          // One piece at a time per model: concurrent requests take turns piece by piece.
           const { frames } = await queue.run(() => runtime.synthesize({ ...synthesis, text, maxFrames: framesLeft }, (block) => emit(stretch ? stretch.push(block) : block), signal), signal);
           if (framesLeft !== undefined) framesLeft -= frames;
         }

@@ -1,16 +1,34 @@
 import type { OnnxSession } from '../../runtimes/onnx/session.js';
+import { decoderLookBack, type CodecConfig } from './codec-config.js';
 
 /**
  * Codes → audio with the 12 Hz tokenizer's decoder (tok_decoder), block by
- * block while the talker is still generating. The decoder is causal: a
- * frame's samples depend on that frame and earlier ones only. So a block is
- * decoded as [left context | new frames | padding] in the graph's fixed
- * window, and only the new frames' samples are kept — exactly what a decode of
- * everything so far would give for them, while the padding (repeats of the
- * last frame) never reaches a kept sample.
+ * block while the talker is still generating. The decoder is causal with a
+ * bounded history: a frame's samples depend on that frame and the `lookBack`
+ * frames before it (its sliding-window attention and convolutions, from the
+ * speech tokenizer's config: codec-config.ts), nothing later. So a block
+ * decoded as [look-back | block] keeps exactly the samples that one decode
+ * of the whole utterance gives them — the stream has no seams — and the
+ * look-back's own samples are dropped, as upstream drops a chunk's context.
+ *
+ * One call takes at most `callFrames` frames: the graph's frame axis when it
+ * is fixed (the onnx-community export is traced at 25 frames: shorter calls
+ * are padded with repeats of the last frame, which no kept sample depends
+ * on), else MAX_CALL_FRAMES. Where look-back and block do not fit in one call
+ * the block gets the context that is left, and its first samples approximate
+ * the whole decode: the released decoder looks back 580 frames, so through a
+ * 25-frame graph every block after the first 25 frames is such a seam (the
+ * loader logs it).
  */
 
-/** When blocks are cut: the first after `first` frames, each next one `growth` times larger, up to `max`. */
+/**
+ * Most frames one call decodes when the graph's frame axis is open: the most
+ * upstream's own decode runs at once (chunked_decode: chunks of 300 frames
+ * with 25 of context), which bounds the decoder's working memory.
+ */
+export const MAX_CALL_FRAMES = 325;
+
+/** When blocks are cut: the first after `first` frames, each next one `growth` times larger, up to `max` (and the decoder's CodecDecoder.maxBlock). */
 export interface BlockPolicy {
   first: number;
   growth: number;
@@ -18,14 +36,15 @@ export interface BlockPolicy {
 }
 
 /**
- * Audio starts after 2 frames (160 ms of speech), then blocks of 4, 8 and 12
- * frames: later blocks still get 13+ frames of left context in the 25-frame
- * window, and the decoder runs about twice per second of audio. Measured at
- * the 0.6B model's size on 2 cores (bench/tts.ts), a first block of 2
- * instead of 4 frames brings the first audio of a sentence from 2.4–2.9 s to
- * 1.4–1.7 s (int4) for one more decoder call per sentence.
+ * Audio starts after 2 frames (160 ms of speech); each next block is twice
+ * the last, as large as the decoder allows. Measured at the 0.6B model's size
+ * on 2 cores (bench/tts.ts), a first block of 2 instead of 4 frames brings the
+ * first audio of a sentence from 2.4–2.9 s to 1.4–1.7 s (int4) for one more
+ * decoder call. Doubling keeps a block's generation no longer than the audio
+ * already sent lasts whenever generation keeps up with real time, and fewer,
+ * larger blocks pay for the look-back fewer times.
  */
-export const STREAMING_BLOCKS: BlockPolicy = { first: 2, growth: 2, max: 12 };
+export const STREAMING_BLOCKS: BlockPolicy = { first: 2, growth: 2, max: Number.POSITIVE_INFINITY };
 
 /** The block after `previous` frames (0 for the first). */
 export function nextBlockSize(policy: BlockPolicy, previous: number): number {
@@ -33,34 +52,54 @@ export function nextBlockSize(policy: BlockPolicy, previous: number): number {
 }
 
 export class CodecDecoder {
-  /** Frames per decoder call; the graph's fixed frame axis (25), or the context cap when the axis is open. */
-  readonly window: number;
-  /** Whether the frame axis is fixed (short windows are padded). */
+  /** Frames one call takes: the graph's fixed frame axis, or MAX_CALL_FRAMES when the axis is open. */
+  readonly callFrames: number;
+  /** Whether the frame axis is fixed (short calls are padded). */
   readonly fixed: boolean;
   readonly samplesPerFrame: number;
+  /** Frames of history a frame's samples depend on. */
+  readonly lookBack: number;
+  /**
+   * The largest block: what a call leaves after the look-back, but never
+   * less than half a call, so that no call spends more than half its frames
+   * (and time) on context.
+   */
+  readonly maxBlock: number;
   private readonly input: string;
   private readonly output: string;
 
   constructor(
     private readonly session: OnnxSession,
     readonly groups: number,
+    codec: CodecConfig,
   ) {
     this.input = session.inputName;
     this.output = session.outputName;
     const frames = session.inputShape()[1];
     this.fixed = typeof frames === 'number' && frames > 0;
-    this.window = this.fixed ? (frames as number) : 25;
+    this.callFrames = this.fixed ? (frames as number) : MAX_CALL_FRAMES;
+    this.samplesPerFrame = codec.samplesPerFrame;
     const samples = session.outputShape().at(-1);
-    this.samplesPerFrame = this.fixed && typeof samples === 'number' && samples > 0 ? samples / this.window : 1920;
+    if (this.fixed && typeof samples === 'number' && samples > 0 && samples !== this.callFrames * this.samplesPerFrame) {
+      throw new Error(`tok_decoder makes ${samples} samples of ${this.callFrames} frames, not the speech tokenizer config's ${this.samplesPerFrame} a frame`);
+    }
+    this.lookBack = decoderLookBack(codec.decoder);
+    this.maxBlock = Math.max(1, Math.floor(this.callFrames / 2), this.callFrames - this.lookBack);
+  }
+
+  /** Whether some blocks get less context than the decoder looks back (a fixed frame axis shorter than look-back plus block). */
+  get approximate(): boolean {
+    return this.callFrames - this.maxBlock < this.lookBack;
   }
 
   /**
-   * Samples of frames [from, to) of `frames`, decoded with up to a window of
-   * left context; clamped to [−1, 1], in a new array.
+   * Samples of frames [from, to) of `frames`, decoded with up to `lookBack`
+   * frames of left context; clamped to [−1, 1] as upstream clamps, in a new array.
    */
   async decode(frames: readonly Int32Array[], from: number, to: number): Promise<Float32Array> {
-    const start = Math.max(0, to - this.window);
-    const length = this.fixed ? this.window : to - start;
+    if (to - from > this.callFrames) throw new Error(`a block of ${to - from} frames is more than the decoder's ${this.callFrames} a call`);
+    const start = Math.max(0, from - this.lookBack, to - this.callFrames);
+    const length = this.fixed ? this.callFrames : to - start;
     const codes = new BigInt64Array(length * this.groups);
     for (let f = 0; f < length; f++) {
       // Past the last real frame: repeats of it, which no kept sample depends on.
@@ -73,12 +112,17 @@ export class CodecDecoder {
     for (let i = 0; i < samples.length; i++) samples[i] = Math.max(-1, Math.min(1, samples[i]!));
     return samples;
   }
+
+  release(): Promise<void> {
+    return this.session.release();
+  }
 }
 
 /**
- * Collects frames and cuts them into blocks by a policy. `context` frames
- * (an in-context reference's codes) are decoded as left context but never
- * emitted, as upstream cuts the reference's share of the audio.
+ * Collects frames and cuts them into blocks by a policy, none larger than
+ * `maxBlock`. `context` frames (an in-context reference's codes) are decoded
+ * as left context but never emitted, as upstream cuts the reference's share
+ * of the audio.
  */
 export class StreamingBlocks {
   private readonly frames: Int32Array[];
@@ -87,7 +131,7 @@ export class StreamingBlocks {
 
   constructor(
     private readonly policy: BlockPolicy,
-    private readonly window: number,
+    private readonly maxBlock: number,
     context: readonly Int32Array[] = [],
   ) {
     this.frames = [...context];
@@ -101,7 +145,7 @@ export class StreamingBlocks {
   /** The next block `[from, to)` if enough frames are waiting (or any, when `final`); advances past it. */
   take(final: boolean): { frames: readonly Int32Array[]; from: number; to: number } | undefined {
     const waiting = this.frames.length - this.emitted;
-    const size = Math.min(nextBlockSize(this.policy, this.lastBlock), this.window);
+    const size = Math.min(nextBlockSize(this.policy, this.lastBlock), this.maxBlock);
     if (waiting === 0 || (!final && waiting < size)) return undefined;
     const count = Math.min(waiting, size);
     const from = this.emitted;

@@ -50,6 +50,8 @@ export interface TtsConfig {
   maxFrames: number;
   /** Frames before the talker may stop (upstream's min_new_tokens). */
   minFrames: number;
+  /** Positions the talker was trained for (talker_config.max_position_embeddings): prompt and frames together. */
+  maxPositions: number;
   /** Talker width, KV heads and head size, for graphs whose shapes leave them open. */
   hidden?: number;
   kvHeads?: number;
@@ -70,6 +72,7 @@ export interface ModelConfigJson {
     head_dim?: number;
     hidden_size?: number;
     num_attention_heads?: number;
+    max_position_embeddings?: number;
     codec_eos_token_id?: number;
     codec_think_id?: number;
     codec_nothink_id?: number;
@@ -161,6 +164,8 @@ export function parseTtsConfig(config: ModelConfigJson, generation: GenerationCo
     predictor: sampling(g.subtalker_dosample, g.subtalker_temperature, g.subtalker_top_k, g.subtalker_top_p, 1),
     maxFrames: g.max_new_tokens ?? 2048,
     minFrames: 2,
+    // Qwen3TTSTalkerConfig's default where the file lacks the key.
+    maxPositions: t.max_position_embeddings ?? 32768,
     hidden: t.hidden_size,
     kvHeads: t.num_key_value_heads,
     headDim: t.head_dim ?? (t.hidden_size && t.num_attention_heads ? t.hidden_size / t.num_attention_heads : undefined),

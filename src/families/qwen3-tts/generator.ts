@@ -1,9 +1,14 @@
 import ort from 'onnxruntime-node';
+import { readFloats, toFloatType } from '../../runtimes/onnx/float-io.js';
 import { ortSessionOptions } from '../../runtimes/onnx/session.js';
+import { bindPredictor, type PredictorBinding } from './code-predictor.js';
+import { parseCodecConfig } from './codec-config.js';
 import type { TtsConfig } from './config.js';
-import { buildPrompt, PromptError, type PromptPlan } from './prompt.js';
+import type { GraphValue } from './graph-io.js';
+import { buildPrompt, PromptError, type PromptLayout, type PromptPlan } from './prompt.js';
+import { encodeReferenceCodes } from './reference-codes.js';
 import { FirstCodeSampler, Rng, Sampler } from './sampling.js';
-import { pairCache, type CachePair } from './talker.js';
+import { bindTalker, type TalkerBinding } from './talker.js';
 import { loadTtsTokenizer, type TokenizerFiles, type TtsTokenizer } from './tokenizer.js';
 
 /**
@@ -27,6 +32,8 @@ export interface GraphPaths {
 export interface GeneratorInit {
   paths: GraphPaths;
   threads: number;
+  /** Audio samples per frame of the reference encoder's codes (the speech tokenizer's encode_downsample_rate; upstream's without). */
+  referenceSamplesPerFrame?: number;
   config: TtsConfig;
   tokenizer: TokenizerFiles;
 }
@@ -42,6 +49,8 @@ export interface GenerateRequest {
   xvector?: Float32Array;
   /** In-context cloning: the reference transcript and codes. */
   reference?: { text: string; frames: Int32Array[] };
+  /** Prompt layout; the mode's upstream default when absent (prompt.ts). */
+  layout?: PromptLayout;
   seed: number;
   maxFrames: number;
 }
@@ -56,12 +65,9 @@ export type StopReason = 'eos' | 'length' | 'aborted';
 
 type Session = ort.InferenceSession;
 
-/** Static size of a session value's axis, or undefined when it is symbolic. */
-function staticDim(session: Session, name: string, axis: number, input = true): number | undefined {
-  const meta = (input ? session.inputMetadata : session.outputMetadata).find((m) => m.name === name);
-  if (!meta || !meta.isTensor) return undefined;
-  const dim = meta.shape[axis < 0 ? meta.shape.length + axis : axis];
-  return typeof dim === 'number' && dim > 0 ? dim : undefined;
+/** A session's inputs or outputs as graph-io.ts binds them (non-tensor values left out). */
+function graphValues(metadata: readonly ort.InferenceSession.ValueMetadata[]): GraphValue[] {
+  return metadata.flatMap((m) => (m.isTensor ? [{ name: m.name, type: m.type, shape: m.shape }] : []));
 }
 
 function rank(session: Session, name: string): number | undefined {
@@ -69,22 +75,13 @@ function rank(session: Session, name: string): number | undefined {
   return meta && meta.isTensor ? meta.shape.length : undefined;
 }
 
-/** The input of a given element type, by preferred name first. */
-function inputNamed(session: Session, preferred: string, type: string): string {
-  if (session.inputNames.includes(preferred)) return preferred;
-  const meta = session.inputMetadata.find((m) => m.isTensor && m.type === type);
-  if (!meta) throw new Error(`the graph has no ${type} input (expected '${preferred}')`);
-  return meta.name;
-}
-
 export class FrameGenerator {
-  private readonly pairs: CachePair[];
+  private readonly io: TalkerBinding;
+  private readonly predictorIo: PredictorBinding;
   private readonly kvHeads: number;
   private readonly headDim: number;
   private readonly hidden: number;
   private readonly roleIds: number[];
-  private readonly predictorHidden: string;
-  private readonly predictorCodes: string;
   /** attention_mask for any length up to its size: all ones, viewed by prefix. */
   private ones = new BigInt64Array(0);
 
@@ -92,21 +89,21 @@ export class FrameGenerator {
     private readonly sessions: Record<keyof GraphPaths, Session | undefined>,
     private readonly config: TtsConfig,
     private readonly tokenizer: TtsTokenizer,
+    private readonly referenceSamplesPerFrame: number,
   ) {
     const talker = this.talker;
-    this.pairs = pairCache(talker.inputNames, talker.outputNames);
-    const first = this.pairs[0]!.past;
-    const kvHeads = staticDim(talker, first, 1) ?? config.kvHeads;
-    const headDim = staticDim(talker, first, 3) ?? config.headDim;
-    const hidden = staticDim(talker, 'inputs_embeds', 2) ?? config.hidden;
+    this.io = bindTalker(graphValues(talker.inputMetadata), graphValues(talker.outputMetadata), { vocab: config.codecVocab, hidden: config.hidden });
+    const { sizes } = this.io;
+    const kvHeads = sizes.kvHeads ?? config.kvHeads;
+    const headDim = sizes.headDim ?? config.headDim;
+    const hidden = sizes.hidden ?? config.hidden;
     if (!kvHeads || !headDim || !hidden) throw new Error('cannot tell the talker cache shape from the graph or config.json');
     this.kvHeads = kvHeads;
     this.headDim = headDim;
     this.hidden = hidden;
     this.roleIds = [config.ids.imStart, ...tokenizer.encode('assistant\n')];
     const predictor = this.predictor;
-    this.predictorHidden = inputNamed(predictor, 'talker_hidden', 'float32');
-    this.predictorCodes = inputNamed(predictor, 'codec_ids', 'int64');
+    this.predictorIo = bindPredictor(graphValues(predictor.inputMetadata), graphValues(predictor.outputMetadata), { hidden, groups: config.groups });
   }
 
   static async create(init: GeneratorInit): Promise<FrameGenerator> {
@@ -121,7 +118,7 @@ export class FrameGenerator {
     const sessions = Object.fromEntries(entries.map(([role], i) => [role, (settled[i] as PromiseFulfilledResult<Session>).value]));
     try {
       const tokenizer = await loadTtsTokenizer(init.tokenizer);
-      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, init.config, tokenizer);
+      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, init.config, tokenizer, init.referenceSamplesPerFrame ?? parseCodecConfig().encoderSamplesPerFrame);
     } catch (error) {
       await Promise.all(Object.values(sessions).map((s) => s.release()));
       throw error;
@@ -155,29 +152,11 @@ export class FrameGenerator {
     return { xvector, frames: withCodes ? await this.encodeCodes(samples) : [] };
   }
 
-  /** tok_encoder over the reference: whole when its input length is open, else in windows of whole frames. */
+  /** tok_encoder over the whole reference clip (reference-codes.ts). */
   private async encodeCodes(samples: Float32Array): Promise<Int32Array[]> {
     const encoder = this.sessions.tok_encoder;
     if (!encoder) throw new Error('the model has no tok_encoder graph');
-    const input = encoder.inputNames[0]!;
-    const inputRank = rank(encoder, input) ?? 3;
-    const fixed = staticDim(encoder, input, -1);
-    const samplesPerFrame = 1920;
-    const frames: Int32Array[] = [];
-    const window = fixed ?? samples.length;
-    const stride = fixed ? Math.floor(fixed / samplesPerFrame) * samplesPerFrame : samples.length;
-    if (stride <= 0) throw new Error(`tok_encoder takes ${fixed} samples, less than one frame`);
-    for (let start = 0; start < samples.length; start += stride) {
-      const chunk = samples.subarray(start, Math.min(samples.length, start + stride));
-      const wanted = Math.floor(chunk.length / samplesPerFrame);
-      if (wanted === 0) break;
-      const data = new Float32Array(window);
-      data.set(chunk);
-      const out = await encoder.run({ [input]: new ort.Tensor('float32', data, inputRank === 3 ? [1, 1, window] : [1, window]) });
-      const codes = out[encoder.outputNames[0]!]!;
-      frames.push(...splitFrames(codes.data as BigInt64Array | Int32Array, codes.dims, this.config.groups).slice(0, wanted));
-    }
-    return frames;
+    return encodeReferenceCodes(encoder, samples, this.config.groups, this.referenceSamplesPerFrame);
   }
 
   // ---------------------------------------------------------------- prompt
@@ -191,7 +170,7 @@ export class FrameGenerator {
       instruct = [ids.imStart, ...this.tokenizer.encode(`user\n${request.instruct.trim()}`), ids.imEnd, ...this.tokenizer.encode('\n')];
     }
     const reference = request.reference ? { body: this.tokenizer.encode(request.reference.text.trim()), frames: request.reference.frames } : undefined;
-    return buildPrompt(this.config, this.roleIds, { body, language: request.language, speaker: request.speaker, instruct, xvector: request.xvector, reference });
+    return buildPrompt(this.config, this.roleIds, { body, language: request.language, speaker: request.speaker, instruct, xvector: request.xvector, reference, layout: request.layout });
   }
 
   /** inputs_embeds of a plan: each row the sum of the embeddings it names. */
@@ -204,7 +183,8 @@ export class FrameGenerator {
       if (!rows.length) return;
       const ids = BigInt64Array.from(rows, (i) => BigInt(plan.rows[i]![key]!));
       const result = await session.run({ [session.inputNames[0]!]: new ort.Tensor('int64', ids, [1, ids.length]) });
-      addRows(rows, result[session.outputNames[0]!]!.data as Float32Array);
+      const out = result[session.outputNames[0]!]!;
+      addRows(rows, readFloats(out.type, out.data));
     };
     await lookup(this.sessions.text_embed!, 'text');
     await lookup(this.sessions.codec_embed!, 'codec');
@@ -223,7 +203,9 @@ export class FrameGenerator {
   private async residual(codes: BigInt64Array): Promise<Float32Array> {
     const session = this.sessions.residual_embed!;
     const result = await session.run({ [session.inputNames[0]!]: new ort.Tensor('int64', codes, [1, codes.length]) });
-    return result[session.outputNames[0]!]!.data as Float32Array;
+    const out = result[session.outputNames[0]!]!;
+    // The run's own buffer (or its fp32 copy): the caller may add into it.
+    return readFloats(out.type, out.data);
   }
 
   // ---------------------------------------------------------------- generation
@@ -233,10 +215,13 @@ export class FrameGenerator {
     const groups = config.groups;
     const plan = this.plan(request);
     const embeds = await this.embed(plan);
-    const step = await this.embed({ rows: [{ text: plan.stepText }], vectors: [], frames: [], stepText: plan.stepText });
+    // What each fed-back frame adds: the trailing text one token a frame, then tts_pad (row `trailing.length`).
+    const stepTexts = [...plan.trailing, plan.stepText];
+    const steps = await this.embed({ rows: stepTexts.map((text) => ({ text })), vectors: [], frames: [], trailing: [], stepText: plan.stepText });
     const rng = new Rng(request.seed);
     const firstCode = new FirstCodeSampler(config.codecVocab, audioCodes(config), config.ids.codecEos, config.talker, config.minFrames);
-    const predictorVocab = staticDim(this.predictor, this.predictor.outputNames[0]!, 2, false) ?? 2048;
+    const io = this.predictorIo;
+    const predictorVocab = io.vocab ?? 2048;
     const groupSampler = new Sampler(config.predictor.topK > 0 ? config.predictor.topK : predictorVocab);
 
     if (aborted()) return { frames: 0, reason: 'aborted' };
@@ -254,13 +239,13 @@ export class FrameGenerator {
       codes.fill(0n);
       codes[0] = BigInt(first);
       // Groups 1…15: the predictor reads the talker state and the codes so far; row g − 1 scores group g.
-      const hidden = new ort.Tensor('float32', state.hidden, [1, this.hidden]);
+      const hidden = new ort.Tensor(io.types.hidden, toFloatType(state.hidden, io.types.hidden), [1, this.hidden]);
       for (let g = 1; g < groups; g++) {
         // A frame is 15 predictor calls (most of its time): an abort need not wait for the whole frame.
         if (aborted()) return { frames, reason: 'aborted' };
-        const out = await this.predictor.run({ [this.predictorHidden]: hidden, [this.predictorCodes]: codesTensor });
-        const logits = out[this.predictor.outputNames[0]!]!.data as Float32Array;
-        const code = groupSampler.sample(logits.subarray((g - 1) * predictorVocab, g * predictorVocab), predictorVocab, config.predictor, rng);
+        const out = (await this.predictor.run({ [io.hidden]: hidden, [io.codes]: codesTensor }))[io.logits]!;
+        const logits = readFloats(out.type, out.data, (g - 1) * predictorVocab, g * predictorVocab);
+        const code = groupSampler.sample(logits, predictorVocab, config.predictor, rng);
         frame[g] = code;
         codes[g] = BigInt(code);
       }
@@ -268,7 +253,7 @@ export class FrameGenerator {
       frames++;
       if (frames >= request.maxFrames) break;
       const next = await this.residual(codes);
-      addInto(next, 0, step, 0, this.hidden);
+      addInto(next, 0, steps, Math.min(frames - 1, plan.trailing.length) * this.hidden, this.hidden);
       state = await this.talkerRun(next, 1, position, state.cache);
       position++;
     }
@@ -281,22 +266,25 @@ export class FrameGenerator {
     if (this.ones.length < total) this.ones = new BigInt64Array(Math.max(total, 2 * this.ones.length, 1024)).fill(1n);
     const positions = new BigInt64Array(3 * count);
     for (let row = 0; row < 3; row++) for (let i = 0; i < count; i++) positions[row * count + i] = BigInt(past + i);
+    const io = this.io;
     const feeds: Record<string, ort.Tensor> = {
-      inputs_embeds: new ort.Tensor('float32', embeds, [1, count, this.hidden]),
-      position_ids: new ort.Tensor('int64', positions, [3, 1, count]),
-      attention_mask: new ort.Tensor('int64', this.ones.subarray(0, total), [1, total]),
+      [io.embeds]: new ort.Tensor(io.types.embeds, toFloatType(embeds, io.types.embeds), [1, count, this.hidden]),
+      [io.positions]: new ort.Tensor('int64', positions, [3, 1, count]),
+      [io.mask]: new ort.Tensor('int64', this.ones.subarray(0, total), [1, total]),
     };
-    for (const { past: name, present } of this.pairs) {
-      feeds[name] = cache ? cache[present]! : new ort.Tensor('float32', new Float32Array(0), [1, this.kvHeads, 0, this.headDim]);
+    // The cache stays in the graph's own type: presents go back as pasts untouched.
+    const empty = io.types.cache === 'float16' ? new Uint16Array(0) : new Float32Array(0);
+    for (const { past: name, present } of io.cache) {
+      feeds[name] = cache ? cache[present]! : new ort.Tensor(io.types.cache, empty, [1, this.kvHeads, 0, this.headDim]);
     }
     const out = await this.talker.run(feeds);
-    const logits = out.logits!.data as Float32Array;
+    const logits = out[io.logits]!;
+    const hidden = out[io.hidden]!;
     const vocab = this.config.codecVocab;
-    const hidden = out.hidden_states!.data as Float32Array;
     return {
-      logits: logits.subarray((count - 1) * vocab, count * vocab),
+      logits: readFloats(logits.type, logits.data, (count - 1) * vocab, count * vocab),
       // The predictor's input: a copy, so the prefill's [T, H] states can go.
-      hidden: hidden.slice((count - 1) * this.hidden, count * this.hidden),
+      hidden: readFloats(hidden.type, hidden.data, (count - 1) * this.hidden, count * this.hidden).slice(),
       cache: out as Record<string, ort.Tensor>,
     };
   }
@@ -313,18 +301,4 @@ function addInto(target: Float32Array, offset: number, source: Float32Array, fro
 
 function Int32ArrayToBig(codes: Int32Array): BigInt64Array {
   return BigInt64Array.from(codes, (c) => BigInt(c));
-}
-
-/** Frames of a codes output, [1, F, G] or [1, G, F]. */
-export function splitFrames(data: BigInt64Array | Int32Array, dims: readonly number[], groups: number): Int32Array[] {
-  const frames: Int32Array[] = [];
-  const last = dims[dims.length - 1]!;
-  const count = data.length / groups;
-  const framesMajor = last === groups;
-  for (let f = 0; f < count; f++) {
-    const frame = new Int32Array(groups);
-    for (let g = 0; g < groups; g++) frame[g] = Number(framesMajor ? data[f * groups + g]! : data[g * count + f]!);
-    frames.push(frame);
-  }
-  return frames;
 }

@@ -5,6 +5,9 @@ import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import { OnnxSession } from '../../runtimes/onnx/session.js';
+import { machineThreads } from '../../runtimes/onnx/threads.js';
+import { CodecDecoder } from './codec.js';
+import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } from './codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from './config.js';
 import type { GraphPaths } from './generator.js';
 import { Qwen3TtsRuntime } from './runtime.js';
@@ -13,7 +16,9 @@ import { GeneratorWorker } from './worker-client.js';
 /**
  * Loads a Qwen3-TTS export in the onnx-community layout: the graphs
  * (`cpu_fp32/<graph>.onnx`, roles named after the graphs), config.json,
- * generation_config.json and the tokenizer files. The voice mode comes from
+ * generation_config.json, the tokenizer files and, where it is there, the
+ * speech tokenizer's speech_tokenizer/config.json (upstream's decoder
+ * geometry without it). The voice mode comes from
  * config.json's tts_model_type (CustomVoice and VoiceDesign exports have the
  * same files).
  */
@@ -38,6 +43,23 @@ function graphFile(files: Record<string, string>, graph: string): string | undef
   return guess && existsSync(guess) ? guess : undefined;
 }
 
+/** speech_tokenizer/config.json: its role, else where the Qwen repositories keep it beside config.json. */
+function speechTokenizerConfigFile(files: Record<string, string>): string | undefined {
+  if (files.speech_tokenizer_config) return files.speech_tokenizer_config;
+  const guess = files.config && path.join(path.dirname(files.config), 'speech_tokenizer', 'config.json');
+  return guess && existsSync(guess) ? guess : undefined;
+}
+
+async function codecConfig(files: Record<string, string>, id: string): Promise<CodecConfig> {
+  const file = speechTokenizerConfigFile(files);
+  const json = file ? await readJson<SpeechTokenizerConfigJson>(file, 'speech_tokenizer_config', id) : {};
+  try {
+    return parseCodecConfig(json);
+  } catch (error) {
+    throw new ModelLoadError(`Qwen3-TTS model '${id}': ${(error as Error).message}`);
+  }
+}
+
 async function load(installed: InstalledModel, options: LoadOptions): Promise<Qwen3TtsRuntime> {
   const { files, id } = installed;
   const [configJson, generationJson] = await Promise.all([
@@ -59,28 +81,46 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   }
   if (!files.tokenizer && !(files.vocab && files.merges)) throw new ModelLoadError(`Qwen3-TTS model '${id}' has neither tokenizer.json nor vocab.json and merges.txt.`);
   const { tok_decoder: decoderFile, ...generatorPaths } = paths;
+  const codec = await codecConfig(files, id);
 
   const started = Date.now();
+  // The thread plan (runtimes/onnx/threads.ts): the frame loop's graphs run one after another and share the
+  // budget; the decoder, working beside the loop, has the budget too (measured: a smaller share only delayed the first audio).
+  const threads = machineThreads(options.threads);
   const [generator, decoder] = await Promise.allSettled([
     GeneratorWorker.start({
       paths: generatorPaths as unknown as GraphPaths,
-      threads: options.threads,
+      threads,
+      referenceSamplesPerFrame: codec.encoderSamplesPerFrame,
       config,
       tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
     }),
-    OnnxSession.create(decoderFile!, { threads: options.threads }),
+    OnnxSession.create(decoderFile!, { threads }),
   ]);
   if (generator.status === 'rejected' || decoder.status === 'rejected') {
     await Promise.all([generator.status === 'fulfilled' && generator.value.release(), decoder.status === 'fulfilled' && decoder.value.release()]);
     const reason = generator.status === 'rejected' ? generator.reason : (decoder as PromiseRejectedResult).reason;
     throw new ModelLoadError(`Qwen3-TTS model '${id}' failed to load: ${(reason as Error).message ?? reason}`);
   }
+  let codecDecoder: CodecDecoder;
+  try {
+    codecDecoder = new CodecDecoder(decoder.value, config.groups, codec);
+  } catch (error) {
+    await Promise.all([generator.value.release(), decoder.value.release()]);
+    throw new ModelLoadError(`Qwen3-TTS model '${id}': ${(error as Error).message}`);
+  }
+  if (codecDecoder.approximate) {
+    options.log?.(
+      `qwen3-tts ${id}: tok_decoder takes ${codecDecoder.callFrames} frames a call and its audio depends on ${codecDecoder.lookBack} frames before; ` +
+        `streamed blocks get ${codecDecoder.callFrames - codecDecoder.maxBlock}+ frames of history, so their first samples approximate a decode of the whole`,
+    );
+  }
   const sizes = await Promise.all(Object.values(paths).map(async (f) => (await stat(f)).size));
   // ORT holds the weights plus working buffers and the KV cache: about twice the graphs.
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
   options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms`);
   const defaultSpeaker = installed.entry.defaults.default_speaker;
-  return new Qwen3TtsRuntime(generator.value, decoder.value, config, memoryBytes, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
+  return new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
 }
 
 export const qwen3TtsLoader: Loader<Qwen3TtsRuntime> = { load };

@@ -1,20 +1,40 @@
-import type { TtsConfig } from './config.js';
+import type { VoiceMode } from '../../core/tasks/speak/synthesizer.js';
+import type { TtsConfig, TtsIds } from './config.js';
 
 /**
  * The talker's prompt, as upstream's Qwen3TTSForConditionalGeneration.generate
- * builds it in non-streaming mode (all text in the prompt), described as rows:
+ * (qwen_tts/core/models/modeling_qwen3_tts.py) builds it, described as rows:
  * each row is the sum of the embeddings it names, and the worker that owns
  * the embedding graphs turns rows into `inputs_embeds`.
  *
  *   [instruct]   <|im_start|>user\n{description}<|im_end|>\n     text only
  *   role         <|im_start|>assistant\n                           text only
  *   prefix       tts_pad… tts_bos  +  think/nothink, think_bos, [language], think_eos, [speaker | x-vector], codec_pad
- *   text         each text token + codec_pad, tts_eos + codec_pad, then tts_pad + codec_bos
- *   (ICL clone)  reference and target text tokens + codec_pad, tts_eos + codec_pad,
- *                tts_pad + codec_bos, then tts_pad + each reference frame
  *
- * Every generated frame is fed back as residual_embed(frame) + tts_pad.
+ * then the text, in one of upstream's two layouts (its `non_streaming_mode`):
+ *
+ *   non-streaming  each text token + codec_pad, tts_eos + codec_pad, tts_pad + codec_bos;
+ *                  every generated frame is fed back with tts_pad
+ *   streaming      the first text token + codec_bos; the rest of the text and tts_eos
+ *                  ride on the generated frames, one token per frame, tts_pad after
+ *
+ * In-context cloning replaces the text block: the reference transcript, the
+ * text and tts_eos on one side, codec_bos and the reference frames on the
+ * other; non-streaming puts the first side (+ codec_pad) before the second
+ * (+ tts_pad), streaming adds them row by row and lets the text the frames
+ * do not cover trail into generation.
  */
+
+export type PromptLayout = 'streaming' | 'non-streaming';
+
+/**
+ * Upstream's default per mode (qwen_tts/inference/qwen3_tts_model.py):
+ * generate_voice_clone has non_streaming_mode=False, generate_custom_voice
+ * and generate_voice_design non_streaming_mode=True.
+ */
+export function defaultLayout(mode: VoiceMode): PromptLayout {
+  return mode === 'clone' ? 'streaming' : 'non-streaming';
+}
 
 export interface PromptRow {
   /** A text id (text_embed). */
@@ -32,7 +52,9 @@ export interface PromptPlan {
   vectors: Float32Array[];
   /** Reference codes, one Int32Array of `groups` codes per frame. */
   frames: Int32Array[];
-  /** The text id added to every fed-back frame. */
+  /** Text ids added, one each and in order, to the first generated frames fed back (streaming layout). */
+  trailing: number[];
+  /** The text id added to every fed-back frame after `trailing`. */
   stepText: number;
 }
 
@@ -49,6 +71,8 @@ export interface PromptInput {
   xvector?: Float32Array;
   /** In-context cloning: the reference transcript's ids and the reference audio's codes. */
   reference?: { body: number[]; frames: Int32Array[] };
+  /** Where the text goes; the mode's default (defaultLayout) when absent. */
+  layout?: PromptLayout;
 }
 
 export class PromptError extends Error {
@@ -62,11 +86,19 @@ export class PromptError extends Error {
 
 export function buildPrompt(config: TtsConfig, roleIds: readonly number[], input: PromptInput): PromptPlan {
   const ids = config.ids;
-  const rows: PromptRow[] = [];
+  const layout = input.layout ?? defaultLayout(config.mode);
   const vectors: Float32Array[] = [];
-  for (const text of input.instruct ?? []) rows.push({ text });
-  for (const text of roleIds) rows.push({ text });
+  const rows: PromptRow[] = [...(input.instruct ?? []), ...roleIds].map((text) => ({ text }));
+  rows.push(...codecPrefix(config, input, vectors));
+  const frames = input.reference?.frames ?? [];
+  const text = input.reference ? inContext(ids, [...input.reference.body, ...input.body], frames, layout) : plain(ids, input.body, layout);
+  rows.push(...text.rows);
+  return { rows, vectors, frames, trailing: text.trailing, stepText: ids.ttsPad };
+}
 
+/** Language tag, speaker slot and codec_pad, on tts_pad… tts_bos (codec_bos starts the text block). */
+function codecPrefix(config: TtsConfig, input: PromptInput, vectors: Float32Array[]): PromptRow[] {
+  const ids = config.ids;
   let language: number | undefined;
   if (input.language !== undefined && input.language !== 'auto') {
     language = config.languages.get(input.language);
@@ -80,18 +112,33 @@ export function buildPrompt(config: TtsConfig, roleIds: readonly number[], input
     const dialect = config.dialects.get(input.speaker);
     if (dialect && (language === undefined || input.language === 'chinese')) language = config.languages.get(dialect);
   }
-
   const prefix: PromptRow[] = (language === undefined ? [ids.nothink, ids.thinkBos, ids.thinkEos] : [ids.think, ids.thinkBos, language, ids.thinkEos]).map((codec) => ({ codec }));
   if (speaker !== undefined) prefix.push({ codec: speaker });
   else if (input.xvector) prefix.push({ vector: vectors.push(input.xvector) - 1 });
   prefix.push({ codec: ids.codecPad });
-  // The last codec row (codec_bos) is not in this block: it starts the text or reference block.
-  prefix.forEach((row, i) => rows.push({ ...row, text: i < prefix.length - 1 ? ids.ttsPad : ids.ttsBos }));
+  return prefix.map((row, i) => ({ ...row, text: i < prefix.length - 1 ? ids.ttsPad : ids.ttsBos }));
+}
 
-  const frames = input.reference?.frames ?? [];
-  for (const text of [...(input.reference?.body ?? []), ...input.body]) rows.push({ text, codec: ids.codecPad });
-  rows.push({ text: ids.ttsEos, codec: ids.codecPad });
+interface TextBlock {
+  rows: PromptRow[];
+  trailing: number[];
+}
+
+/** The text without a reference. */
+function plain(ids: TtsIds, body: readonly number[], layout: PromptLayout): TextBlock {
+  if (layout === 'streaming') return { rows: [{ text: body[0]!, codec: ids.codecBos }], trailing: [...body.slice(1), ids.ttsEos] };
+  const rows = [...body, ids.ttsEos].map((text) => ({ text, codec: ids.codecPad }));
   rows.push({ text: ids.ttsPad, codec: ids.codecBos });
-  frames.forEach((_, frame) => rows.push({ text: ids.ttsPad, frame }));
-  return { rows, vectors, frames, stepText: ids.ttsPad };
+  return { rows, trailing: [] };
+}
+
+/** Reference transcript + text beside codec_bos + the reference frames. */
+function inContext(ids: TtsIds, body: readonly number[], frames: readonly Int32Array[], layout: PromptLayout): TextBlock {
+  const text = [...body, ids.ttsEos];
+  const codec: PromptRow[] = [{ codec: ids.codecBos }, ...frames.map((_, frame) => ({ frame }))];
+  if (layout === 'non-streaming') {
+    return { rows: [...text.map((id) => ({ text: id, codec: ids.codecPad })), ...codec.map((row) => ({ ...row, text: ids.ttsPad }))], trailing: [] };
+  }
+  // Row by row; text beyond the frames trails into generation, frames beyond the text get tts_pad.
+  return { rows: codec.map((row, i) => ({ ...row, text: text[i] ?? ids.ttsPad })), trailing: text.slice(codec.length) };
 }

@@ -1,8 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { InvalidRequestError, ServerError } from '../../core/errors.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
-import type { OnnxSession } from '../../runtimes/onnx/session.js';
-import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks, type BlockPolicy } from './codec.js';
+import { STREAMING_BLOCKS, StreamingBlocks, type BlockPolicy, type CodecDecoder } from './codec.js';
 import type { TtsConfig } from './config.js';
 import type { GenerateRequest, ReferenceCodes, StopReason } from './generator.js';
 import { GeneratorError, type GeneratorWorker } from './worker-client.js';
@@ -24,8 +23,8 @@ export const FRAMES_PER_SECOND = 12.5;
  * the model for minutes. Slow, careful speech of Chinese runs ≈ 4 characters
  * a second and of English ≈ 15; SECONDS_PER_CHARACTER gives every character
  * the slow case's time, twice over, plus a lead for short texts, and no piece
- * runs past MAX_PIECE_SECONDS whatever its length (the task splits longer
- * input into sentences). The export's own `max_new_tokens` caps it too.
+ * runs past MAX_PIECE_SECONDS whatever its length (the task splits input
+ * longer than onePassChars). The export's own `max_new_tokens` caps it too.
  */
 export const SECONDS_PER_CHARACTER = 0.5;
 export const LEAD_SECONDS = 3;
@@ -35,6 +34,32 @@ export const MAX_PIECE_SECONDS = 120;
 export function frameLimit(text: string): number {
   const seconds = Math.min(MAX_PIECE_SECONDS, LEAD_SECONDS + SECONDS_PER_CHARACTER * [...text.trim()].length);
   return Math.ceil(seconds * FRAMES_PER_SECOND);
+}
+
+/** Byte-level BPE gives at most one token per UTF-8 byte: 3 for a UTF-16 code unit. */
+export const MAX_TOKENS_PER_CHARACTER = 3;
+/** Prompt rows besides the text: the fixed rows, a 60 s reference's 750 frames, its transcript and an instruction. */
+export const PROMPT_RESERVE_ROWS = 1024;
+
+/**
+ * The longest text (in characters) generated in one talker pass. Upstream
+ * speaks a whole text in one pass, so its prosody runs across sentences;
+ * input longer than this is split at sentence boundaries into pieces of at
+ * most this length. Two bounds, the smaller wins:
+ * - the talker's positions (config.json's max_position_embeddings) must hold
+ *   the prompt (MAX_TOKENS_PER_CHARACTER tokens per character, plus
+ *   PROMPT_RESERVE_ROWS) and every frame the piece may take;
+ * - the piece's frame limit (frameLimit) must still grant every character
+ *   its slow-speech time: the piece ends where that limit reaches its cap
+ *   (MAX_PIECE_SECONDS, or the export's max_new_tokens when smaller).
+ * The 12 Hz models have 32768 positions, so the second bound holds:
+ * (120 s − 3 s) / 0.5 s = 234 characters.
+ */
+export function onePassChars(config: TtsConfig): number {
+  const frames = Math.min(config.maxFrames, MAX_PIECE_SECONDS * FRAMES_PER_SECOND);
+  const byFrames = Math.floor((frames / FRAMES_PER_SECOND - LEAD_SECONDS) / SECONDS_PER_CHARACTER);
+  const byPositions = Math.floor((config.maxPositions - frames - PROMPT_RESERVE_ROWS) / MAX_TOKENS_PER_CHARACTER);
+  return Math.max(1, Math.min(byFrames, byPositions));
 }
 
 /** Without a catalog default, English-speaking presets first: most requests to an OpenAI-style endpoint are English. */
@@ -52,6 +77,7 @@ export function speechInfo(config: TtsConfig, catalogDefault?: string): SpeechMo
     ...(preset && config.speakerNames.length ? { defaultSpeaker: config.speakerNames[preferred] } : {}),
     rateControl: false,
     framesPerSecond: FRAMES_PER_SECOND,
+    maxPieceChars: onePassChars(config),
   };
 }
 
@@ -62,7 +88,6 @@ interface Reference {
 
 export class Qwen3TtsRuntime implements SpeechRuntime {
   readonly info: SpeechModelInfo;
-  private readonly codec: CodecDecoder;
   private turn: Promise<unknown> = Promise.resolve();
   private readonly references = new WeakMap<object, Promise<ReferenceCodes>>();
   /** When audio blocks are cut; a generation reads it when it starts. */
@@ -70,14 +95,13 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
 
   constructor(
     private readonly generator: GeneratorWorker,
-    private readonly decoderSession: OnnxSession,
+    private readonly codec: CodecDecoder,
     private readonly config: TtsConfig,
     readonly memoryBytes: number,
     defaultSpeaker?: string,
     private readonly log?: (message: string) => void,
   ) {
     this.info = speechInfo(config, defaultSpeaker);
-    this.codec = new CodecDecoder(decoderSession, config.groups);
   }
 
   async synthesize(request: SynthesisRequest, onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }> {
@@ -102,7 +126,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
 
   async dispose(): Promise<void> {
     await this.turn;
-    await Promise.all([this.generator.release(), this.decoderSession.release()]);
+    await Promise.all([this.generator.release(), this.codec.release()]);
   }
 
   /** The worker's request: names checked and lower-cased, the frame cap and seed settled. */
@@ -153,7 +177,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
   }
 
   private async run(request: GenerateRequest, context: Int32Array[], onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number; reason: StopReason }> {
-    const blocks = new StreamingBlocks(this.blockPolicy, this.codec.window, context);
+    const blocks = new StreamingBlocks(this.blockPolicy, this.codec.maxBlock, context);
     // A failed decode stops the generation too.
     const stop = new AbortController();
     let failure: unknown;

@@ -1,28 +1,87 @@
-/**
- * How the talker graph's KV cache is wired: which inputs are past keys and
- * values and which outputs are their present counterparts. Exporters name
- * them differently (`past_key_values.0.key` / `present.0.key`, `past_kv_0_1`,
- * …), so names are read from the session: by a common suffix when the names
- * agree, otherwise in graph order (inputs and outputs of an exported decoder
- * list the layers in the same order).
- */
+import { floatType, type FloatType } from '../../runtimes/onnx/float-io.js';
+import { bindRoles, isFloat, staticSize, type GraphValue } from './graph-io.js';
 
-export const TALKER_INPUTS = ['inputs_embeds', 'position_ids', 'attention_mask'] as const;
-export const TALKER_OUTPUTS = ['logits', 'hidden_states'] as const;
+/**
+ * How the talker graph is wired: which inputs take the embeddings, positions
+ * and mask, which outputs give the logits and hidden states, and which
+ * inputs are past keys and values with their present counterparts. Exports
+ * differ: int4 and fp16 ones rename outputs (`logits_Q4`) and take and give
+ * float16; cache names vary (`past_key_values.0.key` / `present.0.key`,
+ * `past_kv_0_1`, …). The past inputs are the rank-4 float inputs (by a
+ * `past` name where a graph declares no shape); the present outputs are all
+ * outputs but the logits and hidden states. They pair by a common suffix
+ * when the names agree, otherwise in graph order (an exported decoder lists
+ * the layers in the same order on both sides).
+ */
 
 export interface CachePair {
   past: string;
   present: string;
 }
 
+export interface TalkerBinding {
+  embeds: string;
+  positions: string;
+  mask: string;
+  logits: string;
+  hidden: string;
+  cache: CachePair[];
+  /** Element types at the boundary: the loop converts fp32 ↔ fp16 where a graph declares fp16. */
+  types: { embeds: FloatType; cache: FloatType; logits: FloatType; hidden: FloatType };
+  /** Static sizes the graph declares (undefined where symbolic). */
+  sizes: { hidden?: number; kvHeads?: number; headDim?: number };
+}
+
 const PAST_PREFIX = /^(past_key_values|past_kv|past)[._]?/;
 const PRESENT_PREFIX = /^(present_key_values|present_kv|present)[._]?/;
 
-export function pairCache(inputNames: readonly string[], outputNames: readonly string[]): CachePair[] {
-  const pasts = inputNames.filter((n) => !(TALKER_INPUTS as readonly string[]).includes(n));
-  const presents = outputNames.filter((n) => !(TALKER_OUTPUTS as readonly string[]).includes(n));
-  for (const required of TALKER_INPUTS) if (!inputNames.includes(required)) throw new Error(`the talker graph has no input '${required}'`);
-  for (const required of TALKER_OUTPUTS) if (!outputNames.includes(required)) throw new Error(`the talker graph has no output '${required}'`);
+const isCache = (value: GraphValue, prefix: RegExp) => isFloat(value) && (value.shape.length === 4 || (value.shape.length === 0 && prefix.test(value.name)));
+
+/** Binds the talker's values by role; `dims` are the config's sizes, to tell logits from hidden states where the names do not. */
+export function bindTalker(inputs: readonly GraphValue[], outputs: readonly GraphValue[], dims: { vocab: number; hidden?: number }): TalkerBinding {
+  const pasts = inputs.filter((v) => isCache(v, PAST_PREFIX));
+  const input = bindRoles(
+    inputs.filter((v) => !pasts.includes(v)),
+    {
+      embeds: { name: 'inputs_embeds', kind: 'float', shape: [1, undefined, dims.hidden] },
+      positions: { name: 'position_ids', kind: 'integer', shape: [3, 1, undefined] },
+      mask: { name: 'attention_mask', kind: 'integer', shape: [1, undefined] },
+    },
+    'talker',
+  );
+  const output = bindRoles(
+    outputs.filter((v) => !isCache(v, PRESENT_PREFIX)),
+    {
+      logits: { name: 'logits', kind: 'float', shape: [1, undefined, dims.vocab] },
+      hidden: { name: 'hidden_states', kind: 'float', shape: [1, undefined, dims.hidden] },
+    },
+    'talker',
+  );
+  // Every other output is a present value (whatever its declared shape says).
+  const presents = outputs.filter((v) => v !== output.logits && v !== output.hidden);
+  const cache = pairCache(
+    pasts.map((v) => v.name),
+    presents.map((v) => v.name),
+  );
+  const past = pasts[0]!;
+  return {
+    embeds: input.embeds.name,
+    positions: input.positions.name,
+    mask: input.mask.name,
+    logits: output.logits.name,
+    hidden: output.hidden.name,
+    cache,
+    types: {
+      embeds: floatType(input.embeds.type, `the talker's ${input.embeds.name}`),
+      cache: floatType(past.type, `the talker's ${past.name}`),
+      logits: floatType(output.logits.type, `the talker's ${output.logits.name}`),
+      hidden: floatType(output.hidden.type, `the talker's ${output.hidden.name}`),
+    },
+    sizes: { hidden: staticSize(input.embeds, 2), kvHeads: staticSize(past, 1), headDim: staticSize(past, 3) },
+  };
+}
+
+export function pairCache(pasts: readonly string[], presents: readonly string[]): CachePair[] {
   if (pasts.length === 0 || pasts.length !== presents.length) {
     throw new Error(`the talker graph has ${pasts.length} cache inputs and ${presents.length} cache outputs`);
   }

@@ -1,19 +1,28 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import { machineThreads } from './threads.js';
 
 /**
  * The one place ONNX Runtime sessions are made, so every ONNX model in lserve
- * gets the same settings: full graph optimisation, a configurable intra-op
- * thread count, one run at a time per session, and inference off the main
- * thread. onnxruntime-node's `run()` returns a promise but computes
- * synchronously on the calling thread (measured: a 430 ms detector run froze
- * the event loop for all of it), so each session lives in its own worker
- * thread and tensors cross by transfer, not copy.
+ * gets the same settings: full graph optimisation, intra-op threads from the
+ * machine's one plan (threads.ts), one run at a time per session, and
+ * inference off the main thread. onnxruntime-node's `run()` returns a
+ * promise but computes synchronously on the calling thread (measured: a
+ * 430 ms detector run froze the event loop for all of it), so each session
+ * lives in its own worker thread and tensors cross by transfer, not copy.
  */
 
 export interface OnnxSessionOptions {
-  /** Intra-op threads; 0 lets ONNX Runtime use every core. */
+  /** Intra-op threads; 0 for the machine's budget (threads.ts: the thread plan). */
   threads: number;
+  /**
+   * ONNX Runtime's memory pattern (default on): from the second run with the
+   * same shapes, the whole run's activations are allocated as one planned
+   * block. In the CPU arena that block comes on top of what the first run
+   * left there, so repeated runs hold up to twice the activations (an SD
+   * UNet at 512×512: +0.77 GB, its VAE decoder +1 GB).
+   */
+  memoryPattern?: boolean;
 }
 
 export type TensorType = 'float32' | 'float16' | 'int64' | 'int32' | 'bool' | 'uint8';
@@ -164,8 +173,9 @@ export function ortSessionOptions(options: OnnxSessionOptions) {
     graphOptimizationLevel: 'all' as const,
     executionMode: 'sequential' as const,
     interOpNumThreads: 1,
-    ...(options.threads > 0 ? { intraOpNumThreads: options.threads } : {}),
+    intraOpNumThreads: machineThreads(options.threads),
     logSeverityLevel: 3 as const,
+    ...(options.memoryPattern === false ? { enableMemPattern: false } : {}),
     // Idle ORT threads would otherwise spin after each run, taking cores
     // from llama.cpp and other requests in the same process.
     extra: { session: { intra_op: { allow_spinning: '0' } } },

@@ -5,7 +5,10 @@
  * (Latin and CJK punctuation, line breaks); sentences shorter than
  * `minChars` are joined with the next one (a lone "Hi." sounds clipped), and
  * a sentence longer than `maxChars` is cut at the last clause boundary
- * (comma, semicolon, colon, dash) or space before the limit.
+ * (comma, semicolon, colon, dash) or space before the limit. A model whose
+ * prosody spans sentences (Qwen3-TTS) takes the whole text instead, or
+ * pieces of as many whole sentences as fit its one-pass length
+ * (packSentences).
  */
 
 export interface SplitOptions {
@@ -17,9 +20,8 @@ const SENTENCE_END = /[.!?…。！？](?:["'”’」』)\]]*)(?=\s|$)|[。！�
 const CLAUSE_END = /[,;:，；：、—–]\s*/g;
 const SPACE = /\s+/g;
 
-export function splitSentences(text: string, options: SplitOptions = {}): string[] {
-  const minChars = options.minChars ?? 24;
-  const maxChars = options.maxChars ?? 300;
+/** The text cut after each sentence end, every character kept (spaces stay at the start of the next sentence). */
+function sentencesOf(text: string): string[] {
   const sentences: string[] = [];
   let start = 0;
   for (const match of text.matchAll(SENTENCE_END)) {
@@ -28,6 +30,13 @@ export function splitSentences(text: string, options: SplitOptions = {}): string
     start = end;
   }
   sentences.push(text.slice(start));
+  return sentences;
+}
+
+export function splitSentences(text: string, options: SplitOptions = {}): string[] {
+  const minChars = options.minChars ?? 24;
+  const maxChars = options.maxChars ?? 300;
+  const sentences = sentencesOf(text);
 
   const pieces: string[] = [];
   let pending = '';
@@ -44,6 +53,41 @@ export function splitSentences(text: string, options: SplitOptions = {}): string
     if (last !== undefined && last.length + pending.length <= maxChars) pieces[pieces.length - 1] = `${last} ${pending.trim()}`;
     else pieces.push(...cut(pending.trim(), maxChars));
   }
+  return pieces;
+}
+
+/**
+ * For a model that speaks a whole text in one pass: the whole text when it
+ * has at most `maxChars` characters; otherwise consecutive sentences packed
+ * into pieces of at most `maxChars` (as written, line breaks included); a
+ * sentence longer than that is cut as splitSentences cuts it, its last part
+ * packed with the sentences after it.
+ */
+export function packSentences(text: string, maxChars: number): string[] {
+  const whole = text.trim();
+  if (whole.length <= maxChars) return whole ? [whole] : [];
+  const pieces: string[] = [];
+  let pending = '';
+  const flush = () => {
+    if (pending.trim()) pieces.push(pending.trim());
+    pending = '';
+  };
+  for (const sentence of sentencesOf(text)) {
+    if ((pending + sentence).trim().length <= maxChars) {
+      pending += sentence;
+      continue;
+    }
+    flush();
+    if (sentence.trim().length <= maxChars) {
+      pending = sentence;
+      continue;
+    }
+    // Its last part may take the next sentences in.
+    const parts = cut(sentence.trim(), maxChars);
+    pieces.push(...parts.slice(0, -1));
+    pending = parts.at(-1)!;
+  }
+  flush();
   return pieces;
 }
 

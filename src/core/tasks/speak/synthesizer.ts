@@ -4,7 +4,7 @@ import type { LoadedModel } from '../../loader.js';
  * The contract between the speech task (src/core/tasks/speak.ts) and a
  * synthesis runtime (Qwen3-TTS on onnxruntime-node, Piper/Kokoro through
  * sherpa-onnx). The task validates the request against `info`, splits long
- * text at sentence boundaries, applies `speed` by time stretching when the
+ * text at sentence boundaries (see `maxPieceChars`), applies `speed` by time stretching when the
  * runtime has no rate control, and encodes; a runtime turns one piece of text
  * into audio and hands it over as soon as each block is decoded.
  */
@@ -25,10 +25,17 @@ export interface SpeechModelInfo {
   rateControl: boolean;
   /** Codec frames per second of audio, for the `frames` cap (Qwen3-TTS: 12.5); absent when the model has no frames. */
   framesPerSecond?: number;
+  /**
+   * The longest text (characters) the model speaks in one pass, its prosody
+   * spanning sentences: the task hands over input up to this length whole,
+   * and longer input in pieces of whole sentences up to it. Absent: the
+   * task hands over sentence by sentence.
+   */
+  maxPieceChars?: number;
 }
 
 export interface SynthesisRequest {
-  /** One piece of the input (a sentence or a few), never empty. */
+  /** One piece of the input (a sentence, a few, or the whole input), never empty. */
   text: string;
   /** A name from `info.languages` as the model spells it, or undefined for automatic. */
   language?: string;

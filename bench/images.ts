@@ -5,13 +5,14 @@
  * real) through lserve's own task function, in four variants — fp16 as
  * shipped vs the fp32 conversion `lserve pull` writes, each with the full
  * VAE decoder and with TAESD — each variant in its own process for its peak
- * memory. Then ONNX Runtime's own MatMul and Conv throughput on this machine,
- * the fraction of it a UNet step reaches, and where the step's time goes
- * (ORT's profiler by operator type, fp16 and fp32). Each figure is the best
+ * memory, at 1 and 4 steps (--steps). Then ONNX Runtime's own MatMul and
+ * Conv throughput on this machine, the fraction of it a UNet step reaches,
+ * and where the step's time goes (ORT's profiler by operator type, fp16 and
+ * fp32). Each figure is the best
  * of --reps runs: on a shared machine the best run is the one least slowed
  * by other people's work (the load average is printed at start and end).
  *
- *   npx tsx bench/images.ts [--threads 2] [--size 512x512] [--reps 2] [--skip fp16,fp32,taesd,matmul,profile]
+ *   npx tsx bench/images.ts [--threads 2] [--size 512x512] [--steps 1,4] [--reps 2] [--skip fp16,fp32,taesd,matmul,profile]
  *   npx tsx bench/images.ts --shape tiny --size 64x64     # the tests' tiny model: checks the benchmark itself
  *
  * The graphs are generated once into bench/.cache (≈ 2.6 GB fp16, plus
@@ -36,7 +37,7 @@ const { values: args } = parseArgs({
   options: {
     threads: { type: 'string', default: String(Math.min(os.availableParallelism(), 2)) },
     size: { type: 'string', default: '512x512' },
-    steps: { type: 'string', default: '1' },
+    steps: { type: 'string', default: '1,4' },
     reps: { type: 'string', default: '2' },
     skip: { type: 'string', default: '' },
     shape: { type: 'string', default: 'real' },
@@ -52,6 +53,7 @@ const TINY = 'taesd-bench';
 
 interface Measured {
   decoder: string;
+  stepCount: number;
   warmup?: number;
   estimate?: number;
   text: number;
@@ -109,10 +111,11 @@ async function home(name: string, folder: string, taesd: string, fp32: boolean):
   return dir;
 }
 
-function runVariant(dir: string): Promise<Measured[]> {
+/** One process per decoder (the model's VAE, or TAESD alone), so that each peak is that decoder's. */
+function runVariant(dir: string, decoder: string): Promise<Measured[]> {
   const script = fileURLToPath(new URL('./images/variant.ts', import.meta.url));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, dir, MODEL, String(threads), args.size, args.steps, args.reps, skip.has('taesd') ? '' : TINY], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, dir, MODEL, String(threads), args.size, args.steps, args.reps, decoder], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d));
     child.on('error', reject);
@@ -152,9 +155,20 @@ async function main(): Promise<void> {
     if (skip.has(fp32 ? 'fp32' : 'fp16')) continue;
     console.log(`\n${variant}:`);
     const dir = await home(fp32 ? 'images-home-fp32' : 'images-home-fp16', folder, taesd, fp32);
-    const rows = await runVariant(dir);
-    for (const r of rows) {
-      console.log(`  ${r.decoder.padEnd(11)} text ${fmt(r.text, 2)} s  UNet step ${r.steps.map((s) => fmt(s, 2)).join(' / ')} s  decode+png ${fmt(r.decode, 2)} s  image ${fmt(r.total, 2)} s  peak RSS ${gb(r.peakRss)}${r.warmup ? `  (load + first image ${fmt(r.warmup)} s, estimate ${gb(r.estimate ?? 0)})` : ''}`);
+    const rows: Measured[] = [];
+    for (const decoder of skip.has('taesd') ? [''] : ['', TINY]) {
+      const measured = await runVariant(dir, decoder);
+      for (const r of measured) {
+        console.log(`  ${r.decoder.padEnd(11)} ${r.stepCount} step${r.stepCount > 1 ? 's' : ' '}  text ${fmt(r.text, 2)} s  UNet step ${r.steps.map((s) => fmt(s, 2)).join(' / ')} s  decode+png ${fmt(r.decode, 2)} s  image ${fmt(r.total, 2)} s  peak RSS ${gb(r.peakRss)}${r.warmup ? `  (load + first image ${fmt(r.warmup)} s, estimate ${gb(r.estimate ?? 0)})` : ''}`);
+      }
+      rows.push(...measured);
+    }
+    console.log(`  ${'decoder'.padEnd(11)} steps  best image  peak RSS`);
+    for (const decoder of [...new Set(rows.map((r) => r.decoder))]) {
+      for (const count of [...new Set(rows.map((r) => r.stepCount))]) {
+        const same = rows.filter((r) => r.decoder === decoder && r.stepCount === count);
+        if (same.length) console.log(`  ${decoder.padEnd(11)} ${String(count).padStart(5)}  ${fmt(Math.min(...same.map((r) => r.total)), 1).padStart(8)} s  ${gb(Math.max(...same.map((r) => r.peakRss)))}`);
+      }
     }
     const best = summarise(rows);
     console.log(`  best: UNet step ${fmt(best.step, 2)} s, text ${fmt(best.text, 2)} s, VAE decode ${fmt(best.vae, 2)} s → image ${fmt(best.text + best.step + best.vae, 1)} s; with ${TINY} ${fmt(best.tiny, 2)} s → ${fmt(best.text + best.step + best.tiny, 1)} s; peak RSS ${gb(best.peakRss)}`);

@@ -1,19 +1,20 @@
 /**
  * One benchmark variant in a process of its own (so peak memory is its own):
- * an engine on the given home, one warm-up image, then measured 512x512
- * images through the same task function the server and CLI use — with the
- * full VAE decoder, and with a tiny latent decoder when one is given. Prints
- * one JSON line per measured image: seconds for text encoding (with the
- * queue and setup), each UNet step, and decode + PNG; peak RSS so far.
- * Each kind of image is made REPS times, alternating full VAE and tiny
- * decoder, so the two see the same machine load.
+ * an engine on the given home, one warm-up image, then measured images
+ * through the same task function the server and CLI use, decoded by the
+ * model's own VAE or, when DECODER names one, by that latent decoder only
+ * (so a TAESD process never holds the full VAE's activations and its peak
+ * is what a user of TAESD alone sees). For each step count in STEPS (e.g.
+ * `1,4`), REPS images; one JSON line per image: seconds for text encoding
+ * (with the queue and setup), each UNet step, and decode + PNG; the
+ * process's peak RSS so far.
  *
- *   npx tsx bench/images/variant.ts HOME MODEL THREADS SIZE STEPS REPS [TINY_VAE]
+ *   npx tsx bench/images/variant.ts HOME MODEL THREADS SIZE STEPS REPS [DECODER]
  */
 import { Engine } from '../../src/compose.js';
 import { generateImages, type ImageRequest } from '../../src/core/tasks/image.js';
 
-const [home, model, threads, size, steps, reps, tiny] = process.argv.slice(2);
+const [home, model, threads, size, steps, reps, decoder] = process.argv.slice(2);
 
 async function measure(engine: Engine, request: ImageRequest): Promise<{ text: number; steps: number[]; decode: number; total: number }> {
   const started = performance.now();
@@ -36,21 +37,20 @@ const peakRss = () => process.resourceUsage().maxRSS * 1024;
 
 async function main(): Promise<void> {
   const engine = new Engine({ home, threads: Number(threads), keepAliveMs: -1 });
-  const base: ImageRequest = { model, prompt: 'a lighthouse on a cliff at dusk, oil painting', size, steps: Number(steps), seed: 1 };
+  const base: ImageRequest = { model, prompt: 'a lighthouse on a cliff at dusk, oil painting', size, seed: 1, ...(decoder ? { vae: decoder } : {}) };
   const loadStart = performance.now();
+  // Loads the model (and the decoder): no measured image includes a load.
   await generateImages(engine, { ...base, steps: 1 });
-  const warm = (performance.now() - loadStart) / 1000;
+  const warmup = (performance.now() - loadStart) / 1000;
   const loaded = engine.manager.loaded().find((m) => m.id === model);
-  if (tiny) {
-    // Load the decoder first: no measured image includes a load.
-    await generateImages(engine, { ...base, steps: 1, vae: tiny });
-  }
-  for (let rep = 0; rep < Number(reps); rep++) {
-    const full = await measure(engine, base);
-    console.log(JSON.stringify({ decoder: 'vae', warmup: warm, estimate: loaded?.memoryBytes, ...full, peakRss: peakRss() }));
-    if (!tiny) continue;
-    const fast = await measure(engine, { ...base, vae: tiny });
-    console.log(JSON.stringify({ decoder: tiny, ...fast, peakRss: peakRss() }));
+  let first = true;
+  for (const count of steps!.split(',').map(Number)) {
+    for (let rep = 0; rep < Number(reps); rep++) {
+      const measured = await measure(engine, { ...base, steps: count });
+      const load = first ? { warmup, estimate: loaded?.memoryBytes } : {};
+      first = false;
+      console.log(JSON.stringify({ decoder: decoder || 'vae', stepCount: count, ...load, ...measured, peakRss: peakRss() }));
+    }
   }
   await engine.close();
 }

@@ -23,6 +23,12 @@ const fileSpec = z
     npm: z.string().min(1).optional(),
     size: z.int().positive().optional(),
     sha256: sha256.optional(),
+    /**
+     * A model directory registered in place (`lserve pull ./dir`) may lack this
+     * file: the model then works without what it adds (an image model without
+     * its VAE encoder makes no img2img or edits). A catalog pull still fetches it.
+     */
+    optional: z.boolean().optional(),
   })
   .refine((f) => [f.url, f.npm, f.repo && f.path].filter(Boolean).length === 1, {
     message: 'each file needs exactly one source: repo+path, url, or npm',

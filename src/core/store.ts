@@ -331,9 +331,10 @@ function repoOf(entry: CatalogEntry): string {
 
 /**
  * Looks for `layout`'s files in `dir` (`root` is its real path): every role's
- * repo path as a regular file inside the directory, or the paths that are
- * missing. A path that leaves the directory, itself or through a symlink, is
- * an error rather than a mismatch: it is never registered.
+ * repo path as a regular file inside the directory (optional ones when
+ * present), or the paths that are missing. A path that leaves the directory,
+ * itself or through a symlink, is an error rather than a mismatch: it is
+ * never registered.
  */
 async function matchLayout(
   dir: string,
@@ -351,7 +352,8 @@ async function matchLayout(
     try {
       await lstat(candidate);
     } catch {
-      missing.push(relative);
+      // A file the layout can do without (FileSpec.optional) is simply not registered.
+      if (!spec.optional) missing.push(relative);
       continue;
     }
     let real: string;

@@ -45,7 +45,7 @@ afterAll(async () => {
 describe('npm run fixtures -- DIR', () => {
   it('prints one "<path> <kind>" line per synthetic model, each written into DIR', () => {
     expect(lines.map((l) => path.basename(l.path))).toEqual(FIXTURE_MODELS.map((m) => m.name));
-    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts', 'image', 'image']);
+    expect(lines.map((l) => l.kind)).toEqual(['chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts', 'tts', 'image', 'image', 'image', 'image']);
     for (const line of lines) {
       expect(MODEL_KINDS).toContain(line.kind);
       expect(path.dirname(line.path)).toBe(path.join(tmp, 'models'));
@@ -71,7 +71,10 @@ describe('npm run fixtures -- DIR', () => {
       'synthetic-qwen3-tts-customvoice': 'qwen3-tts-customvoice',
       'synthetic-qwen3-tts-voicedesign': 'qwen3-tts-customvoice',
       'synthetic-qwen3-tts-base': 'qwen3-tts-voiceclone',
+      'synthetic-qwen3-tts-customvoice-fp16-io': 'qwen3-tts-customvoice',
       'synthetic-sd-turbo': 'sd-turbo',
+      'synthetic-sd-turbo-fused': 'sd-turbo',
+      'synthetic-sd-turbo-diffusers': 'sd-turbo',
       'synthetic-taesd': 'taesd',
     });
     const installed = (await store.list()).filter((m) => m.source === 'local');
@@ -84,8 +87,11 @@ describe('npm run fixtures -- DIR', () => {
       ['synthetic-qwen3-embedding', 'embedding', 'llama'],
       ['synthetic-qwen3-tts-base', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-customvoice', 'tts', 'onnx'],
+      ['synthetic-qwen3-tts-customvoice-fp16-io', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-voicedesign', 'tts', 'onnx'],
       ['synthetic-sd-turbo', 'image', 'onnx'],
+      ['synthetic-sd-turbo-diffusers', 'image', 'onnx'],
+      ['synthetic-sd-turbo-fused', 'image', 'onnx'],
       ['synthetic-taesd', 'image', 'onnx'],
       ['synthetic-whisper-tiny', 'asr', 'onnx'],
       ['synthetic-whisper-tiny-timestamped', 'asr', 'onnx'],

@@ -44,6 +44,7 @@ export function pullCommand(): Command {
         '  $ lserve pull qwen3-0.6b',
         '  $ lserve pull ./my-model.gguf --kind chat',
         '  $ lserve pull ./whisper-base --kind asr --id my-whisper',
+        '  $ lserve pull ./sd-export --kind image      # an optimum-cli export: model_index.json, unet/model.onnx (+ model.onnx_data), …',
         '  $ lserve pull https://example.com/models/tiny.gguf --kind chat --id tiny',
         '  $ HF_ENDPOINT=https://hf-mirror.example lserve pull whisper-base',
       ].join('\n'),

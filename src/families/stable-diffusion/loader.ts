@@ -7,6 +7,7 @@ import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError, ServerError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import { OnnxSession } from '../../runtimes/onnx/session.js';
+import { LazySession } from '../../runtimes/onnx/lazy-session.js';
 import { ClipTokenizer } from './clip-tokenizer.js';
 import { DiffusionPipeline, LatentDecoder } from './pipeline.js';
 import { JobQueue } from '../../core/job-queue.js';
@@ -31,32 +32,55 @@ export function graphFile(installed: InstalledModel, role: string): string | und
   return installed.files[`${role}_fp32`] ?? installed.files[role];
 }
 
+function fileBytes(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
 /** Bytes of a graph and of its external data file, if any (`<graph>.data`, as the conversion writes it). */
 function graphBytes(file: string | undefined): number {
+  return file ? fileBytes(file) + fileBytes(`${file}.data`) : 0;
+}
+
+/** Bytes of a graph as the export ships it, with the external data files recorded at pull (`<role>_data`, `<role>_data_2`, …). */
+function shippedBytes(installed: InstalledModel, role: string): number {
+  const file = installed.files[role];
   if (!file) return 0;
-  const size = (f: string) => {
-    try {
-      return statSync(f).size;
-    } catch {
-      return 0;
-    }
-  };
-  return size(file) + size(`${file}.data`);
+  const data = Object.keys(installed.files).filter((r) => r === `${role}_data` || r.startsWith(`${role}_data_`));
+  return fileBytes(file) + data.reduce((sum, r) => sum + fileBytes(installed.files[r]!), 0);
 }
 
 /**
  * Memory of a loaded pipeline, measured with the real-size synthetic
  * SD-Turbo graphs (bench/images.ts, 512×512, peak RSS of the whole process):
- * fp32 weights 5.2 GB → 9.6 GB; the fp16 export as shipped, 2.6 GB of
- * weights → 10.9 GB (the casts ONNX Runtime runs around its missing fp16
- * kernels need fp32 buffers too). So: the weights, fp16 ones counted
- * 2.5×, plus working memory of 0.85× the fp32 weights per 512×512 image
- * (the attention scores at full latent resolution and the VAE decoder's
- * full-resolution activations), scaled by the model's default image area.
- * Larger requested sizes need more than this.
+ * fp32 weights 5.2 GB → 7.0 GB making images from text, 7.7 GB once an
+ * img2img or edit has opened the VAE encoder (with the memory settings
+ * below; 9.6 GB before them); the fp16 export as shipped, 2.6 GB of
+ * weights → 9.0 GB (10.9 GB before; the casts ONNX Runtime runs around its
+ * missing fp16 kernels need fp32 buffers too). So: the weights, fp16 ones
+ * counted 2.5×, plus working memory of 0.5× the fp32 weights per 512×512
+ * image (the UNet's attention scores at full latent resolution and the
+ * VAE's full-resolution activations, each held by its session's arena
+ * between images), scaled by the model's default image area. Larger
+ * requested sizes need more than this.
  */
 const FP16_AS_SHIPPED = 2.5;
-const WORKSPACE_PER_WEIGHT_AT_512 = 0.85;
+const WORKSPACE_PER_WEIGHT_AT_512 = 0.5;
+
+/**
+ * ONNX Runtime's memory settings for the pipeline's graphs (measured with
+ * bench/images/memory.ts on SD-Turbo-sized fp32 graphs at 512×512; see
+ * bench/README.md). The memory pattern is off: on top of the arena, every
+ * graph's second run allocated a second copy of its activations (UNet
+ * 0.77 → 1.5 GB, VAE decoder 1.1 → 2.1 GB) and gained no speed. The arena
+ * stays on: without it, every run takes its activations fresh from the
+ * system, and the page faults made a VAE decode 2.5× and a UNet step up to
+ * 3× slower here.
+ */
+const GRAPH_MEMORY = { memoryPattern: false };
 
 function defaultPixels(installed: InstalledModel): number {
   const d = installed.entry.defaults;
@@ -70,7 +94,8 @@ function estimate(installed: InstalledModel): number {
   let fp32Weights = 0;
   for (const role of GRAPH_ROLES) {
     const converted = installed.files[`${role}_fp32`];
-    const bytes = converted ? graphBytes(converted) : graphBytes(installed.files[role]);
+    // An export found to be fp32 already has its original recorded as the conversion.
+    const bytes = converted && converted !== installed.files[role] ? graphBytes(converted) : shippedBytes(installed, role);
     weights += converted ? bytes : bytes * FP16_AS_SHIPPED;
     fp32Weights += converted ? bytes : bytes * 2;
   }
@@ -116,15 +141,16 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
   const fp16 = GRAPH_ROLES.filter((r) => installed.files[r] && !installed.files[`${r}_fp32`]);
   if (fp16.length) options.log?.(`${installed.id}: running ${fp16.join(', ')} as shipped (no fp32 conversion found; \`lserve pull ${installed.id}\` writes it)`);
   const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(defaults.pad_token_id ?? 0));
-  const sessions = await OnnxSession.createAll(
+  const graphs = await OnnxSession.createAll(
     {
       textEncoder: graphFile(installed, 'text_encoder')!,
       unet: graphFile(installed, 'unet')!,
       vaeDecoder: graphFile(installed, 'vae_decoder')!,
-      vaeEncoder: graphFile(installed, 'vae_encoder'),
     },
-    sessionOptions,
+    { ...sessionOptions, ...GRAPH_MEMORY },
   );
+  const encoder = graphFile(installed, 'vae_encoder');
+  const sessions = { ...graphs, vaeEncoder: encoder ? new LazySession(encoder, (file) => OnnxSession.create(file, { ...sessionOptions, ...GRAPH_MEMORY })) : undefined };
   try {
     const info = {
       latentChannels,
@@ -135,7 +161,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
     const queue = new JobQueue(options.maxQueue ?? 16, `Image model '${installed.id}'`);
     return new DiffusionPipeline(sessions, tokenizer, info, queue, estimate(installed), schedulerConfig);
   } catch (error) {
-    await Promise.all(Object.values(sessions).map((s) => s?.release()));
+    await Promise.all(Object.values(graphs).map((s) => s.release()));
     throw new ServerError(`Image model '${installed.id}' does not have the interface of a Stable Diffusion ONNX export: ${(error as Error).message}`, { code: 'model_mismatch', cause: error });
   }
 }

@@ -1,4 +1,5 @@
 import type { OnnxSession, Tensor } from '../../runtimes/onnx/session.js';
+import type { LazySession } from '../../runtimes/onnx/lazy-session.js';
 import type { ClipTokenizer } from './clip-tokenizer.js';
 import type { ImageJob, ImagePipeline, LatentDecoderModel } from '../../core/tasks/image/pipeline.js';
 import type { JobQueue } from '../../core/job-queue.js';
@@ -7,7 +8,8 @@ import { asFloats, floatTensor, floatTypeOf, timestepTensor, type FloatType } fr
 
 /**
  * A loaded Stable-Diffusion-family model: the four ONNX graphs (each in its
- * own ORT worker thread), the CLIP tokenizer and the scheduler settings, and
+ * own ORT worker thread; the VAE encoder opened at the first request that
+ * starts from an image), the CLIP tokenizer and the scheduler settings, and
  * the model's job queue. It offers the graph calls one step at a time; the
  * sampling loop (scheduler, guidance, masks) is sample.ts's (DiffusionGraphs),
  * so cancellation and progress happen between steps.
@@ -19,7 +21,8 @@ export interface DiffusionSessions {
   textEncoder: OnnxSession;
   unet: OnnxSession;
   vaeDecoder: OnnxSession;
-  vaeEncoder?: OnnxSession;
+  /** Opened at the first img2img or edit (txt2img never needs its weights); absent when the export has none. */
+  vaeEncoder?: LazySession;
 }
 
 let keptCounter = 0;
@@ -28,7 +31,7 @@ export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
   private readonly unetIn: { sample: FloatType; context: FloatType; timestep: string };
   private readonly textOut: string;
   private readonly decoderIo: { input: string; output: string; type: FloatType };
-  private readonly encoderIo?: { input: string; output: string; type: FloatType };
+  private encoderIo?: { input: string; output: string; type: FloatType };
 
   constructor(
     readonly sessions: DiffusionSessions,
@@ -39,14 +42,13 @@ export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
     /** The export's scheduler_config.json as read (the image task interprets it); undefined when it ships none. */
     readonly schedulerConfig: unknown,
   ) {
-    const { unet, textEncoder, vaeDecoder, vaeEncoder } = sessions;
+    const { unet, textEncoder, vaeDecoder } = sessions;
     for (const name of ['sample', 'timestep', 'encoder_hidden_states']) {
       if (!unet.inputNames.includes(name)) throw new Error(`${unet.path}: the UNet has no input '${name}' (inputs: ${unet.inputNames.join(', ')})`);
     }
     this.unetIn = { sample: floatTypeOf(unet, 'sample'), context: floatTypeOf(unet, 'encoder_hidden_states'), timestep: unet.describe('timestep')?.type ?? 'int64' };
     this.textOut = textEncoder.outputNames.includes('last_hidden_state') ? 'last_hidden_state' : textEncoder.outputName;
     this.decoderIo = { input: vaeDecoder.inputName, output: vaeDecoder.outputNames.includes('sample') ? 'sample' : vaeDecoder.outputName, type: floatTypeOf(vaeDecoder, vaeDecoder.inputName) };
-    if (vaeEncoder) this.encoderIo = { input: vaeEncoder.inputName, output: vaeEncoder.outputName, type: floatTypeOf(vaeEncoder, vaeEncoder.inputName) };
   }
 
   get canEncode(): boolean {
@@ -130,8 +132,9 @@ export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
 
   /** Unscaled latents [C, h, w] (the posterior mean) of pixels [3, H, W] in [-1, 1]. */
   async encode(pixels: Float32Array, height: number, width: number): Promise<Float32Array> {
-    const { vaeEncoder } = this.sessions;
-    if (!vaeEncoder || !this.encoderIo) throw new Error('this model has no VAE encoder');
+    if (!this.sessions.vaeEncoder) throw new Error('this model has no VAE encoder');
+    const vaeEncoder = await this.sessions.vaeEncoder.get();
+    this.encoderIo ??= { input: vaeEncoder.inputName, output: vaeEncoder.outputName, type: floatTypeOf(vaeEncoder, vaeEncoder.inputName) };
     const { input, output, type } = this.encoderIo;
     const out = await vaeEncoder.runWith({ [input]: floatTensor(type, pixels, [1, 3, height, width]) }, { fetch: [output] });
     const tensor = out[output]!;

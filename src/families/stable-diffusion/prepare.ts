@@ -5,19 +5,25 @@ import type { Preparer } from '../../core/loader.js';
 import { StoreError } from '../../core/errors.js';
 import { MANIFEST, type Manifest, type InstalledModel, type ModelStore } from '../../core/store.js';
 import { parseSchedulerConfig, SchedulerConfigError } from './scheduler.js';
+import { checkExport, ExportProblem, type GraphData } from './export-check.js';
+import { rewriteGraphsForCpu, UnsupportedOperators } from './cpu-operators.js';
 
 /**
  * Work done once when an image model is installed (`lserve pull`). First its
  * scheduler_config.json is checked: a scheduler lserve cannot run as
  * configured (see scheduler.ts) is refused there, naming the key, and a
- * directory being registered is not registered. Then its fp16
+ * directory being registered is not registered. The rest of the export is
+ * checked likewise (export-check.ts), and the external data files its graphs
+ * keep their weights in are recorded with it. Then its fp16
  * graphs are converted to fp32 beside the model (`<model dir>/fp32/<role>/`)
  * and recorded in its manifest as `<role>_fp32`, which the loader prefers.
  * ONNX Runtime's CPU provider runs the fp32 graphs faster and in less memory
  * than the fp16 ones it has to cast around (SD-Turbo-sized: 4.31 s instead
  * of 4.67 s per UNet step, 9.6 GB instead of 10.9 GB at peak; bench/images.ts);
  * the cost is disk (SD-Turbo: 2.6 GB as shipped, plus 5.2 GB). Graphs that
- * are already fp32 are left alone.
+ * are already fp32 are left alone. Last, fused GPU operators that the CPU
+ * provider has no kernels for are rewritten into standard ones, or the
+ * model is refused naming them (cpu-operators.ts).
  */
 
 export function needsPreparation(installed: InstalledModel): boolean {
@@ -31,7 +37,8 @@ function isFp32Copy(installed: InstalledModel, role: string): boolean {
 
 export async function prepareImageModel(store: ModelStore, installed: InstalledModel, say: (line: string) => void = () => {}): Promise<InstalledModel> {
   await checkScheduler(store, installed);
-  if (!needsPreparation(installed)) return installed;
+  installed = await recordExport(store, installed, say);
+  if (!needsPreparation(installed)) return checkCpuOperators(store, installed, say);
   say(`Converting ${installed.id}'s fp16 graphs to fp32 once (on CPU, ONNX Runtime runs them faster and in less memory; they take twice the disk):`);
   // The converter (protobuf) loads only when there is something to convert.
   const { convertToFp32 } = await import('../../runtimes/onnx/fp32.js');
@@ -53,7 +60,17 @@ export async function prepareImageModel(store: ModelStore, installed: InstalledM
     say(`  ${role}: fp16 → fp32 (${(result.bytes / 1e9).toFixed(2)} GB, ${((Date.now() - started) / 1000).toFixed(1)} s)`);
   }
   await store.writeManifest(installed.id, manifest);
-  return (await store.resolve(installed.id)) ?? installed;
+  return checkCpuOperators(store, (await store.resolve(installed.id)) ?? installed, say);
+}
+
+/** The graphs as the loader will open them, with fused operators the CPU has no kernels for rewritten; refused when some cannot be. */
+async function checkCpuOperators(store: ModelStore, installed: InstalledModel, say: (line: string) => void): Promise<InstalledModel> {
+  try {
+    return await rewriteGraphsForCpu(store, installed, say);
+  } catch (error) {
+    if (!(error instanceof UnsupportedOperators)) throw error;
+    return refuse(store, installed, error.message, 'unsupported_operators', error);
+  }
 }
 
 /**
@@ -75,13 +92,51 @@ export async function checkScheduler(store: ModelStore, installed: InstalledMode
     problem = error instanceof SchedulerConfigError ? error.message : `scheduler_config.json is not valid JSON (${error.message})`;
     cause = error;
   }
+  return refuse(store, installed, problem, 'unsupported_scheduler', cause);
+}
+
+/**
+ * Checks the export's pieces (export-check.ts: model_index.json, the
+ * tokenizer, every graph and the external data it names) and records each
+ * graph's external data files in the manifest as `<role>_data`,
+ * `<role>_data_2`, … (their sizes count in the model's, and the memory
+ * estimate reads them). A missing or malformed piece refuses the model,
+ * naming it.
+ */
+async function recordExport(store: ModelStore, installed: InstalledModel, say: (line: string) => void): Promise<InstalledModel> {
+  let data: GraphData;
+  try {
+    data = await checkExport(installed);
+  } catch (error) {
+    if (!(error instanceof ExportProblem)) throw error;
+    return refuse(store, installed, error.message, 'invalid_export', error);
+  }
+  const entries = Object.entries(data).flatMap(([role, files]) => files.map((file, i) => [`${role}_data${i ? `_${i + 1}` : ''}`, file] as const));
+  if (entries.every(([role, file]) => installed.files[role] === file.path)) return installed;
+  for (const [role, file] of entries) {
+    const graph = installed.files[role.replace(/_data(_\d+)?$/, '')]!;
+    const shown = (f: string) => path.relative(path.dirname(path.dirname(graph)), f);
+    say(`  ${role}  ${shown(file.path)} (${(file.size / 1e9).toFixed(2)} GB: the weights of ${shown(graph)})`);
+  }
+  const manifest = JSON.parse(await readFile(path.join(store.modelDir(installed.id), MANIFEST), 'utf8')) as Manifest;
+  for (const [role, file] of entries) manifest.files[role] = { name: path.basename(file.path), size: file.size, path: file.path };
+  await store.writeManifest(installed.id, manifest);
+  return (await store.resolve(installed.id)) ?? installed;
+}
+
+/**
+ * Refuses a model at install: one registered in place is unregistered (its
+ * files are the user's and stay); a downloaded one keeps its files for
+ * `lserve rm`.
+ */
+async function refuse(store: ModelStore, installed: InstalledModel, problem: string, code: string, cause: unknown): Promise<never> {
   const local = installed.source === 'local';
   if (local) await store.remove(installed.id);
   throw new StoreError(
     `Image model '${installed.id}' cannot run: ${problem}. ${
       local ? 'Its registration was undone.' : `Its files are kept; \`lserve rm ${installed.id}\` removes them.`
     }`,
-    'unsupported_scheduler',
+    code,
     cause,
   );
 }

@@ -17,8 +17,10 @@ import { halvesToFloats } from './float16.js';
  * weights take twice the space, so they go to an external data file (an
  * fp32 SD UNet is 3.5 GB, past protobuf's 2 GB limit for one message).
  *
- * The source is read whole (weights are views into that buffer, not copies);
- * weights, fp16 or not, are streamed to `<name>.data` beside the new graph.
+ * The source graph is read whole (its inline weights are views into that
+ * buffer, not copies); its external data is read tensor by tensor. Weights,
+ * fp16 or not, are streamed to `<name>.data` beside the new graph; a graph
+ * without any float16 is left as it is.
  * Both files are written under temporary names and renamed into place last.
  */
 
@@ -44,6 +46,8 @@ export async function convertToFp32(source: string, target: string): Promise<Con
   const sourceDir = path.dirname(source);
   const model = onnx.ModelProto.decode(await readFile(source));
   if (!model.graph) throw new Error(`${source}: not an ONNX model (no graph)`);
+  // An fp32 export (its weights possibly gigabytes of external data) is used as it is, without copying a byte.
+  if (!hasFloat16(model.graph as OnnxTypes.GraphProto)) return { graph: source, converted: 0, bytes: 0 };
   await mkdir(path.dirname(target), { recursive: true });
   const dataName = `${path.basename(target)}.data`;
   const tmpGraph = `${target}.${process.pid}.tmp`;
@@ -68,13 +72,34 @@ export async function convertToFp32(source: string, target: string): Promise<Con
     await rm(tmpData, { force: true });
     await rm(tmpGraph, { force: true });
     throw error;
+  } finally {
+    await writer.close();
   }
+}
+
+/** Whether any tensor, value type or type attribute of the graph (or its subgraphs) is float16. */
+function hasFloat16(graph: OnnxTypes.GraphProto): boolean {
+  const isHalf = (type: OnnxTypes.ITypeProto | null | undefined): boolean =>
+    !!type && (type.tensorType?.elemType === FLOAT16 || isHalf(type.sequenceType?.elemType) || isHalf(type.mapType?.valueType));
+  if (graph.initializer.some((t) => t.dataType === FLOAT16)) return true;
+  if ([...graph.input, ...graph.output, ...graph.valueInfo].some((info) => isHalf(info.type))) return true;
+  return (graph.node as OnnxTypes.NodeProto[]).some((node) =>
+    (node.attribute as OnnxTypes.AttributeProto[]).some(
+      (a) =>
+        (a.name === TYPE_ATTRIBUTES[node.opType] && a.type === Attr.INT && Number(a.i) === FLOAT16) ||
+        (a.type === Attr.TENSOR && a.t?.dataType === FLOAT16) ||
+        (a.type === Attr.TENSORS && a.tensors.some((t) => t.dataType === FLOAT16)) ||
+        (a.type === Attr.GRAPH && !!a.g && hasFloat16(a.g as OnnxTypes.GraphProto)) ||
+        (a.type === Attr.GRAPHS && a.graphs.some((g) => hasFloat16(g as OnnxTypes.GraphProto))),
+    ),
+  );
 }
 
 class DataWriter {
   offset = 0;
   converted = 0;
-  private readonly sources = new Map<string, Promise<Buffer>>();
+  /** The source's external data files, open for positional reads: one can exceed 2 GB (an fp32 UNet's), past what readFile returns. */
+  private readonly sources = new Map<string, Promise<FileHandle>>();
 
   constructor(
     private readonly file: FileHandle,
@@ -88,15 +113,23 @@ class DataWriter {
       const entry = (key: string) => tensor.externalData.find((e) => e.key === key)?.value;
       const location = entry('location');
       if (!location || path.isAbsolute(location) || location.split(/[\\/]/).includes('..')) throw new Error(`external data '${location}' of ${tensor.name} is outside the model folder`);
-      let whole = this.sources.get(location);
-      if (!whole) this.sources.set(location, (whole = readFile(path.join(this.sourceDir, location))));
+      let source = this.sources.get(location);
+      if (!source) this.sources.set(location, (source = open(path.join(this.sourceDir, location), 'r')));
+      const handle = await source;
       const offset = Number(entry('offset') ?? 0);
-      const buffer = await whole;
-      const length = entry('length') === undefined ? buffer.length - offset : Number(entry('length'));
-      return buffer.subarray(offset, offset + length);
+      const length = entry('length') === undefined ? (await handle.stat()).size - offset : Number(entry('length'));
+      const bytes = new Uint8Array(length);
+      const { bytesRead } = await handle.read(bytes, 0, length, offset);
+      if (bytesRead !== length) throw new Error(`external data '${location}' of ${tensor.name} ends before byte ${offset + length}`);
+      return bytes;
     }
     if (tensor.rawData?.length) return tensor.rawData;
     return undefined;
+  }
+
+  async close(): Promise<void> {
+    const handles = await Promise.allSettled(this.sources.values());
+    await Promise.all(handles.map((h) => (h.status === 'fulfilled' ? h.value.close() : undefined)));
   }
 
   async append(bytes: Uint8Array): Promise<{ offset: number; length: number }> {

@@ -1,0 +1,138 @@
+import { cp, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tinyDiffusersSdTurboModel, UNET_DATA } from '../fixtures/onnx/sd-turbo/diffusers.js';
+import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
+import { runCli } from '../helpers/cli.js';
+
+/**
+ * A user's own Stable Diffusion export in the layout `optimum-cli export
+ * onnx` writes (model_index.json, text_encoder/ unet/ vae_decoder/
+ * vae_encoder/ with model.onnx each, the UNet's weights in
+ * unet/model.onnx_data, scheduler/, tokenizer/) registered with one
+ * `lserve pull ./dir --kind image`, as a user runs it (the built CLI): it
+ * makes the same image as the catalog-layout export of the same weights,
+ * and each missing or malformed piece is refused at pull, by name.
+ */
+
+interface ListedRow {
+  id: string;
+  size_bytes: number;
+  files: Record<string, string>;
+}
+
+let dir: string;
+let home: string;
+let optimum: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-diffusers-'));
+  home = path.join(dir, 'home');
+  optimum = await tinyDiffusersSdTurboModel();
+});
+
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const cli = (args: string[]) => runCli(['--home', home, ...args], { timeoutMs: 120_000 });
+
+/** A copy of the optimum-layout export to alter. */
+async function copy(name: string): Promise<string> {
+  const target = path.join(dir, name);
+  await cp(optimum, target, { recursive: true });
+  return target;
+}
+
+async function listed(id: string): Promise<ListedRow | undefined> {
+  const result = await cli(['list', '--json']);
+  return (JSON.parse(result.stdout) as ListedRow[]).find((r) => r.id === id);
+}
+
+async function rgb(file: string): Promise<Buffer> {
+  return (await sharp(file).removeAlpha().raw().toBuffer()) as Buffer;
+}
+
+describe('lserve pull <optimum export> --kind image', () => {
+  it('registers it with its external weights, converts it, and makes the same image as the catalog layout', async () => {
+    const pulled = await cli(['pull', optimum, '--kind', 'image', '--id', 'sd-optimum']);
+    expect(pulled.code, pulled.stderr).toBe(0);
+    expect(pulled.stdout).toContain('Layout: sd-turbo');
+    expect(pulled.stdout).toMatch(/ {2}unet_data {2}unet\/model\.onnx_data \([\d.]+ GB: the weights of unet\/model\.onnx\)\n/);
+    for (const role of ['text_encoder', 'unet', 'vae_decoder', 'vae_encoder']) expect(pulled.stdout).toMatch(new RegExp(`${role}: fp16 → fp32`));
+
+    const row = await listed('sd-optimum');
+    expect(row?.files.unet_data).toBe(path.join(optimum, UNET_DATA));
+    // The external weights count in the model's size (they are most of the UNet).
+    expect(row!.size_bytes).toBeGreaterThan((await stat(path.join(optimum, UNET_DATA))).size);
+
+    const catalog = await cli(['pull', await tinySdTurboModel(), '--kind', 'image', '--id', 'sd-catalog', '--quiet']);
+    expect(catalog.code, catalog.stderr).toBe(0);
+    const images: Buffer[] = [];
+    for (const model of ['sd-optimum', 'sd-catalog']) {
+      const out = path.join(dir, `${model}.png`);
+      const made = await cli(['imagine', 'a lighthouse at dusk', '-m', model, '--size', '64x64', '--steps', '2', '--seed', '7', '-o', out]);
+      expect(made.code, made.stderr).toBe(0);
+      images.push(await rgb(out));
+    }
+    expect(images[0]!.length).toBe(64 * 64 * 3);
+    expect(images[0]!.equals(images[1]!)).toBe(true);
+    // The comparison can tell images apart: another seed gives another picture.
+    const other = path.join(dir, 'other-seed.png');
+    expect((await cli(['imagine', 'a lighthouse at dusk', '-m', 'sd-optimum', '--size', '64x64', '--steps', '2', '--seed', '8', '-o', other])).code).toBe(0);
+    expect((await rgb(other)).equals(images[0]!)).toBe(false);
+  });
+
+  it('uses an fp32 export as it is: nothing converted or copied, its external weights read in place', async () => {
+    const fp32 = await tinyDiffusersSdTurboModel('float32');
+    const pulled = await cli(['pull', fp32, '--kind', 'image', '--id', 'sd-fp32']);
+    expect(pulled.code, pulled.stderr).toBe(0);
+    for (const role of ['text_encoder', 'unet', 'vae_decoder', 'vae_encoder']) expect(pulled.stdout).toContain(`${role}: already fp32`);
+    expect(await readdir(path.join(home, 'models', 'sd-fp32'))).toEqual(['manifest.json']);
+    const row = await listed('sd-fp32');
+    expect(row?.files.unet_fp32).toBe(path.join(fp32, 'unet/model.onnx'));
+    const out = path.join(dir, 'fp32.png');
+    const made = await cli(['imagine', 'a lighthouse at dusk', '-m', 'sd-fp32', '--size', '64x64', '--seed', '7', '-o', out]);
+    expect(made.code, made.stderr).toBe(0);
+    expect((await rgb(out)).length).toBe(64 * 64 * 3);
+  });
+
+  it('registers an export without a VAE encoder: text to image works, img2img says why it cannot', async () => {
+    const folder = await copy('no-vae-encoder');
+    await rm(path.join(folder, 'vae_encoder'), { recursive: true });
+    const pulled = await cli(['pull', folder, '--kind', 'image', '--id', 'sd-no-encoder']);
+    expect(pulled.code, pulled.stderr).toBe(0);
+    expect(pulled.stdout).not.toContain('vae_encoder');
+    expect(Object.keys((await listed('sd-no-encoder'))!.files)).not.toContain('vae_encoder');
+
+    const picture = path.join(dir, 'text-to-image.png');
+    const made = await cli(['imagine', 'a fox', '-m', 'sd-no-encoder', '--size', '64x64', '--seed', '3', '-o', picture]);
+    expect(made.code, made.stderr).toBe(0);
+    const edited = await cli(['imagine', 'a fox', '-m', 'sd-no-encoder', '--init', picture, '-o', path.join(dir, 'edited.png')]);
+    expect(edited.code).not.toBe(0);
+    expect(edited.stderr).toContain("Model 'sd-no-encoder' has no VAE encoder: it cannot start from an image (img2img, edits).");
+  });
+
+  it.each([
+    ['the UNet\'s external weights are missing', async (folder: string) => rm(path.join(folder, UNET_DATA)), /unet: .*unet\/model\.onnx keeps \d+ of its tensors in 'model\.onnx_data', which is missing beside it/],
+    ['the UNet graph is not ONNX', async (folder: string) => writeFile(path.join(folder, 'unet/model.onnx'), 'not a graph\n'), /unet: .*unet\/model\.onnx is not a readable ONNX graph/],
+    ['model_index.json is malformed', async (folder: string) => writeFile(path.join(folder, 'model_index.json'), '{"_class_name": '), /model_index\.json is not valid JSON/],
+    [
+      'model_index.json describes an SDXL pipeline',
+      async (folder: string) => writeFile(path.join(folder, 'model_index.json'), JSON.stringify({ _class_name: 'StableDiffusionXLPipeline', text_encoder_2: ['transformers', 'CLIPTextModelWithProjection'] })),
+      /model_index\.json describes StableDiffusionXLPipeline with text_encoder_2 \(a second text encoder \(Stable Diffusion XL\)\)/,
+    ],
+    ['the vocabulary is not JSON', async (folder: string) => writeFile(path.join(folder, 'tokenizer/vocab.json'), '<html>'), /tokenizer\/vocab\.json is not valid JSON/],
+  ])('refuses the export when %s, naming the piece, and leaves it unregistered', async (what, alter, message) => {
+    const id = `bad-${what.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`.slice(0, 40).replace(/-+$/, '');
+    const folder = await copy(id);
+    await alter(folder);
+    const pulled = await cli(['pull', folder, '--kind', 'image', '--id', id]);
+    expect(pulled.code).not.toBe(0);
+    expect(pulled.stderr).toMatch(message);
+    expect(pulled.stderr).toContain('Its registration was undone.');
+    expect(await listed(id)).toBeUndefined();
+  });
+});

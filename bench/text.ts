@@ -5,7 +5,7 @@
  * measured side by side in one run; read the ratios, not the absolute
  * numbers (shared machines are noisy).
  *
- *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3] [--builds prebuilt,threadpool]
+ *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3] [--builds prebuilt,threadpool] [--parallel 4]
  *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,prompt,embed,llamacpp,qwen3embed]
  *
  * The qwen3embed section (a Qwen3-Embedding-0.6B-sized model) runs lserve and
@@ -39,6 +39,7 @@ const { values: args } = parseArgs({
     tokens: { type: 'string', default: '64' },
     runs: { type: 'string', default: '3' },
     'llama-bin': { type: 'string', default: '/tmp/llama-build/build/bin' },
+    parallel: { type: 'string', default: '4' },
     builds: { type: 'string', default: findThreadpoolAddon(defaultHome()) ? 'prebuilt,threadpool' : 'prebuilt' },
     skip: { type: 'string', default: '' },
   },
@@ -47,6 +48,8 @@ const threads = Number(args.threads);
 const tokens = Number(args.tokens);
 const runs = Number(args.runs);
 const skip = new Set(args.skip.split(',').filter(Boolean));
+/** Sequences per lserve model and slots of llama-server beside it. */
+const parallel = Number(args.parallel);
 const builds = args.builds.split(',').filter(Boolean) as LlamaBuildChoice[];
 /** Context per sequence, for lserve and llama-server alike: room for the long-prompt row. */
 const CONTEXT = 4096;
@@ -118,8 +121,8 @@ async function lserveSides(chatFile: string, embedFile: string): Promise<{ sides
   for (const build of builds) {
     const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-'));
     homes.push(home);
-    // 4 sequences, like llama-server -np 4 below; an 8-stream run queues the other 4.
-    const engine = new Engine({ home, threads, parallel: 4, keepAliveMs: -1, maxQueue: 64 });
+    // As many sequences as llama-server's slots below (4 by default: an 8-stream run queues the other 4).
+    const engine = new Engine({ home, threads, parallel, keepAliveMs: -1, maxQueue: 64 });
     setLlamaAddonHome(process.env.LSERVE_HOME || defaultHome()); // where the addon was built, not the bench's scratch home
     if (chatFile) {
       await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
@@ -142,10 +145,10 @@ async function inProcessSections(chatFile: string, embedFile: string): Promise<v
   const { sides, servers, homes } = await lserveSides(chatFile, embedFile);
   const server = servers[0]!;
   const serverBin = skip.has('llamacpp') || !chatFile ? undefined : llamaBin(args['llama-bin'], 'llama-server');
-  // Beside lserve: the same file, 4 slots like lserve's 4 sequences.
-  const reference = serverBin ? await startLlamaServer(serverBin, chatFile, { threads, parallel: 4, port: 18_004, contextPerSlot: CONTEXT }) : undefined;
+  // Beside lserve: the same file, as many slots as lserve's sequences.
+  const reference = serverBin ? await startLlamaServer(serverBin, chatFile, { threads, parallel, port: 18_004, contextPerSlot: CONTEXT }) : undefined;
   if (reference) await streamChat(reference.url, chatBody('any'));
-  const all: Side[] = [...sides, ...(reference ? [{ label: 'llama-server -np 4', url: reference.url, model: 'any' }] : [])];
+  const all: Side[] = [...sides, ...(reference ? [{ label: `llama-server -np ${parallel}`, url: reference.url, model: 'any' }] : [])];
 
   try {
     if (!skip.has('chat')) {

@@ -8,6 +8,7 @@ import type { SpeechRuntime } from '../../src/core/tasks/speak/synthesizer.js';
 import { parseTtsConfig } from '../../src/families/qwen3-tts/config.js';
 import { FRAMES_PER_SECOND, frameLimit, LEAD_SECONDS, MAX_PIECE_SECONDS, onePassChars, SECONDS_PER_CHARACTER } from '../../src/families/qwen3-tts/runtime.js';
 import { loadTtsTokenizer, type TtsTokenizer } from '../../src/families/qwen3-tts/tokenizer.js';
+import { holdModel } from '../helpers/held-model.js';
 import { FRAMES_PER_TEXT_TOKEN, SAMPLES_PER_FRAME, TINY_QWEN3_TTS, qwen3TtsConfig, qwen3TtsGenerationConfig, tinyQwen3TtsModel } from '../fixtures/onnx/qwen3-tts.js';
 
 /**
@@ -50,8 +51,7 @@ describe('the speech task on Qwen3-TTS: one pass up to the limit, sentences beyo
   let engine: Engine;
   let runtime: SpeechRuntime;
   let tokenizer: TtsTokenizer;
-  let release: () => void;
-  let released: Promise<void>;
+  let release: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
     const dir = await tinyQwen3TtsModel('customvoice');
@@ -59,19 +59,12 @@ describe('the speech task on Qwen3-TTS: one pass up to the limit, sentences beyo
     home = await mkdtemp(path.join(os.tmpdir(), 'lserve-qwen3-tts-one-pass-'));
     engine = new Engine({ home, log: () => {}, threads: 1 });
     await engine.store.registerDirectory(dir, { kind: 'tts', id: 'qwen-preset' });
-    // Hold the model for the whole file, so the task uses this very runtime.
-    await new Promise<void>((ready) => {
-      released = engine.withModel<SpeechRuntime, void>('qwen-preset', ['tts'], async (model) => {
-        runtime = model;
-        ready();
-        await new Promise<void>((resolve) => (release = resolve));
-      });
-    });
+    // Held for the whole file, so the task uses this very runtime.
+    ({ runtime, release } = await holdModel<SpeechRuntime>(engine, 'qwen-preset', ['tts']));
   });
 
   afterAll(async () => {
-    release?.();
-    await released;
+    await release?.();
     await engine?.close();
     if (home) await rm(home, { recursive: true, force: true });
   });

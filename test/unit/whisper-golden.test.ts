@@ -8,6 +8,7 @@ import { Engine } from '../../src/compose.js';
 import type { Segment, Transcriber, Transcription } from '../../src/core/tasks/transcribe/transcriber.js';
 import type { WhisperRuntime } from '../../src/families/whisper/decode.js';
 import { transcribeSamples } from '../../src/families/whisper/longform.js';
+import { holdModel } from '../helpers/held-model.js';
 
 /**
  * The Whisper pipeline against transformers' long-form decoding
@@ -64,26 +65,17 @@ const reference = JSON.parse(await readFile(path.join(GOLDEN, 'reference.json'),
 let home: string;
 let engine: Engine;
 let runtime: WhisperRuntime & Transcriber;
-let release: () => void;
-let released: Promise<void>;
+let release: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
   home = await mkdtemp(path.join(os.tmpdir(), 'lserve-whisper-golden-'));
   engine = new Engine({ home, log: () => {}, threads: 1 });
   await engine.store.registerDirectory(GOLDEN, { kind: 'asr', id: 'whisper-golden' });
-  // Hold the model for the whole file (withModel keeps it loaded while its callback runs).
-  await new Promise<void>((ready) => {
-    released = engine.withModel<WhisperRuntime & Transcriber, void>('whisper-golden', ['asr'], async (model) => {
-      runtime = model;
-      ready();
-      await new Promise<void>((resolve) => (release = resolve));
-    });
-  });
+  ({ runtime, release } = await holdModel<WhisperRuntime & Transcriber>(engine, 'whisper-golden', ['asr']));
 });
 
 afterAll(async () => {
-  release?.();
-  await released;
+  await release?.();
   await engine?.close();
   if (home) await rm(home, { recursive: true, force: true });
 });

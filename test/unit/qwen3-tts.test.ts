@@ -285,7 +285,8 @@ describe('Qwen3-TTS synthesis', () => {
       controller.signal,
     );
     await expect(promise).rejects.toBe(reason);
-    expect(performance.now() - abortedAt).toBeLessThan(100);
+    // It stops at the next frame, not at the end of the utterance.
+    expect(performance.now() - abortedAt).toBeLessThan(fullTime / 4);
     expect(blocks).toHaveLength(1);
 
     const before = new AbortController();

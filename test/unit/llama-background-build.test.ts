@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { buildThreadpoolAddonInBackground } from '../../src/runtimes/llama/background-build.js';
-import { addonDir, addonKey, addonSources } from '../../src/runtimes/llama/threadpool-addon.js';
+import { addonDir, addonKey, addonSources, findThreadpoolAddon } from '../../src/runtimes/llama/threadpool-addon.js';
 
 /** When `lserve serve` builds the threadpool addon in the background: the decisions, with a stand-in for the compiler. */
 
@@ -23,12 +23,21 @@ afterEach(async () => {
 });
 
 const noToolsMissing = async () => [];
+/** A prebuilds folder without an addon: the case of a platform lserve ships none for. */
+const NONE_SHIPPED = path.join(os.tmpdir(), 'lserve-no-prebuilds');
 
 describe('background build of the threadpool addon', () => {
+  it.runIf(process.platform === 'linux' && process.arch === 'x64')('does not build where lserve ships the addon: it installs the shipped one', async () => {
+    const build = vi.fn();
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log: () => {}, build, missingTools: noToolsMissing })).toBe('present');
+    expect(build).not.toHaveBeenCalled();
+    expect(findThreadpoolAddon(home)).toBeDefined();
+  });
+
   it('builds when GGUF models are installed and the tools exist, and says so', async () => {
     const build = vi.fn(async () => '/built/llama-addon.node');
     const log = vi.fn();
-    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: noToolsMissing })).toBe('built');
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: noToolsMissing, prebuilds: NONE_SHIPPED })).toBe('built');
     expect(build).toHaveBeenCalledWith(home, expect.any(Function), addonSources());
     expect(log.mock.calls.map(([m]) => m)).toEqual([expect.stringMatching(/building a faster addon .* the prebuilt binary serves meanwhile/), expect.stringMatching(/threadpool addon ready after \d+ s/)]);
   });
@@ -36,16 +45,16 @@ describe('background build of the threadpool addon', () => {
   it('does nothing when LSERVE_LLAMA_BUILD names a binary or no GGUF model is installed', async () => {
     const build = vi.fn();
     process.env.LSERVE_LLAMA_BUILD = 'prebuilt';
-    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log: () => {}, build, missingTools: noToolsMissing })).toBe('skipped');
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log: () => {}, build, missingTools: noToolsMissing, prebuilds: NONE_SHIPPED })).toBe('skipped');
     delete process.env.LSERVE_LLAMA_BUILD;
-    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: false, log: () => {}, build, missingTools: noToolsMissing })).toBe('skipped');
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: false, log: () => {}, build, missingTools: noToolsMissing, prebuilds: NONE_SHIPPED })).toBe('skipped');
     expect(build).not.toHaveBeenCalled();
   });
 
   it('names the missing tools once and stays on the prebuilt binary', async () => {
     const build = vi.fn();
     const log = vi.fn();
-    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: async () => ['git'] })).toBe('skipped');
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: async () => ['git'], prebuilds: NONE_SHIPPED })).toBe('skipped');
     expect(build).not.toHaveBeenCalled();
     expect(log).toHaveBeenCalledWith(expect.stringMatching(/prebuilt binary serves .* installing git lets lserve build a faster addon/));
   });
@@ -55,12 +64,12 @@ describe('background build of the threadpool addon', () => {
       throw new Error('c++ AddonContext.cpp failed (exit 1): error: something');
     });
     const log = vi.fn();
-    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: noToolsMissing })).toBe('failed');
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: noToolsMissing, prebuilds: NONE_SHIPPED })).toBe('failed');
     expect(log).toHaveBeenLastCalledWith(expect.stringMatching(/failed; the prebuilt binary stays .*npm run build:llama.*: c\+\+ AddonContext\.cpp failed/));
     const record = `${addonDir(home, addonKey(addonSources()!))}.failed.json`;
     expect(existsSync(record)).toBe(true);
     expect(JSON.parse(await readFile(record, 'utf8'))).toMatchObject({ reason: expect.stringContaining('AddonContext.cpp') });
-    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: noToolsMissing })).toBe('skipped');
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log, build, missingTools: noToolsMissing, prebuilds: NONE_SHIPPED })).toBe('skipped');
     expect(build).toHaveBeenCalledTimes(1);
   });
 });

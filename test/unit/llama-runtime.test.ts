@@ -1,14 +1,16 @@
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Llama, LlamaLogLevel } from 'node-llama-cpp';
-import { llamaBuildChoice, loadAddonRuntime, nodeLlamaCppDir } from '../../src/runtimes/llama/runtime.js';
+import { getRuntime, llamaBuildChoice, loadAddonRuntime, nodeLlamaCppDir, runtimeBuild, setLlamaAddonHome } from '../../src/runtimes/llama/runtime.js';
+import { PREBUILDS, shippedAddonFor, shippedDir, threadpoolAddon } from '../../src/runtimes/llama/shipped-addon.js';
 import { tinyQwen3File } from '../helpers/chat-model.js';
 import { addonDir, addonKey, addonSources, findThreadpoolAddon, missingBuildTools } from '../../src/runtimes/llama/threadpool-addon.js';
 
-/** Which llama.cpp binary lserve loads: LSERVE_LLAMA_BUILD, else the threadpool addon once it is built for this install. */
+/** Which llama.cpp binary lserve loads: LSERVE_LLAMA_BUILD, else the threadpool addon shipped or built for this install. */
 
 let home: string | undefined;
 afterEach(async () => {
@@ -86,3 +88,73 @@ describe('llama.cpp binary choice', () => {
   });
 });
 
+/** The first tokens a runtime generates for a prompt at temperature 0. */
+async function greedyTokens(runtime: Llama, count: number): Promise<number[]> {
+  const model = await runtime.loadModel({ modelPath: tinyQwen3File() });
+  try {
+    const context = await model.createContext({ sequences: 1, contextSize: 256 });
+    const tokens: number[] = [];
+    for await (const token of context.getSequence().evaluate(model.tokenize('The quick brown fox'), { temperature: 0 })) {
+      tokens.push(token);
+      if (tokens.length === count) break;
+    }
+    await context.dispose();
+    return tokens;
+  } finally {
+    await model.dispose();
+  }
+}
+
+describe.runIf(process.platform === 'linux' && process.arch === 'x64')('the threadpool addon shipped for linux-x64', () => {
+  it('was built from the installed node-llama-cpp and the current patch, and its file is the one recorded', async () => {
+    // Fails after an upgrade of node-llama-cpp or a change to threadpool.patch until
+    // `npm run build:llama -- --ship` is run again and its output committed.
+    const record = shippedAddonFor(addonSources()!);
+    expect(record, `prebuilds/linux-x64 does not match node-llama-cpp ${addonSources()!.nodeLlamaCppVersion} and scripts/llama/threadpool.patch`).toBeDefined();
+    const bytes = await readFile(path.join(shippedDir(), 'llama-addon.node'));
+    expect(createHash('sha256').update(bytes).digest('hex')).toBe(record!.sha256);
+  });
+
+  it('is what a fresh home runs by default, and it computes what the prebuilt binary computes', async () => {
+    home = await mkdtemp(path.join(os.tmpdir(), 'lserve-llama-'));
+    const saved = { build: process.env.LSERVE_LLAMA_BUILD, gpu: process.env.LSERVE_GPU };
+    delete process.env.LSERVE_LLAMA_BUILD; // vitest.config.ts pins the prebuilt binary for every other test
+    process.env.LSERVE_GPU = 'off';
+    setLlamaAddonHome(home);
+    try {
+      const runtime = await getRuntime();
+      expect(runtimeBuild()).toBe('threadpool');
+      const installed = findThreadpoolAddon(home);
+      expect(installed).toBe(path.join(addonDir(home, addonKey(addonSources()!)), 'llama-addon.node'));
+      expect(JSON.parse(await readFile(path.join(path.dirname(installed!), 'build.json'), 'utf8'))).toMatchObject({ shipped: true });
+      const prebuilt = await loadAddonRuntime(Llama, path.join(addonSources()!.binsDir, 'llama-addon.node'), { logLevel: LlamaLogLevel.error, logger: () => {} });
+      try {
+        const [ours, theirs] = [await greedyTokens(runtime, 8), await greedyTokens(prebuilt, 8)];
+        expect(ours).toHaveLength(8);
+        expect(ours).toEqual(theirs);
+      } finally {
+        await prebuilt.dispose();
+      }
+    } finally {
+      process.env.LSERVE_LLAMA_BUILD = saved.build;
+      if (saved.gpu === undefined) delete process.env.LSERVE_GPU;
+      else process.env.LSERVE_GPU = saved.gpu;
+    }
+  });
+
+  it('is not installed when its file differs from its record or it was built for other sources', async () => {
+    home = await mkdtemp(path.join(os.tmpdir(), 'lserve-llama-'));
+    const prebuilds = path.join(home, 'prebuilds');
+    await cp(PREBUILDS, prebuilds, { recursive: true });
+    const file = path.join(shippedDir(prebuilds), 'llama-addon.node');
+    const bytes = await readFile(file);
+    bytes[bytes.length - 1] ^= 0xff;
+    await writeFile(file, bytes);
+    expect(await threadpoolAddon(path.join(home, 'a'), addonSources(), prebuilds)).toBeUndefined();
+    expect(existsSync(path.join(home, 'a'))).toBe(false);
+    const record = path.join(shippedDir(prebuilds), 'llama-addon.json');
+    await writeFile(record, JSON.stringify({ ...JSON.parse(await readFile(record, 'utf8')), key: '0000000000000000' }));
+    expect(shippedAddonFor(addonSources()!, prebuilds)).toBeUndefined();
+    expect(await threadpoolAddon(path.join(home, 'b'), addonSources(), prebuilds)).toBeUndefined();
+  });
+});

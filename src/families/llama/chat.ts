@@ -17,7 +17,7 @@ import type { Loader, LoadOptions } from '../../core/loader.js';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
-import { getRuntime, loadGguf, runtimeBuild, threadsFor, vocabularySize } from '../../runtimes/llama/runtime.js';
+import { loadGguf, runtimeBuild, threadsFor, vocabularySize } from '../../runtimes/llama/runtime.js';
 import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from '../../runtimes/llama/context-plan.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
@@ -212,7 +212,8 @@ export class LlamaChatModel implements ChatModel {
     const format = request.responseFormat;
     if (!format || format.type === 'text') return undefined;
     if (hasFunctions) throw new UnsupportedError('response_format cannot be combined with tools on this engine.', { param: 'response_format' });
-    const llama = await getRuntime();
+    // The model's own runtime: a grammar from another (a default binary that changed since this model loaded) is refused.
+    const llama = this.model.llama;
     if (format.type === 'json_object') {
       this.jsonGrammar ??= llama.getGrammarFor('json');
       return this.jsonGrammar;
@@ -325,7 +326,7 @@ export const chatLoader: Loader<LlamaChatModel> = {
       await model.dispose();
       throw error;
     }
-    log(`${describePlan(installed.id, plan, request)}; llama.cpp binary: ${runtimeBuild()}`);
+    log(`${describePlan(installed.id, plan, request)}; llama.cpp binary: ${runtimeBuild(model.llama)}`);
     const started = Date.now();
     let context: LlamaContext;
     try {

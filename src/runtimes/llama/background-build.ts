@@ -2,12 +2,14 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { runsOnCpu } from './runtime.js';
-import { addonDir, addonKey, addonSources, buildThreadpoolAddon, findThreadpoolAddon, missingBuildTools } from './threadpool-addon.js';
+import { PREBUILDS, threadpoolAddon } from './shipped-addon.js';
+import { addonDir, addonKey, addonSources, buildThreadpoolAddon, missingBuildTools } from './threadpool-addon.js';
 
 /**
- * `lserve serve` builds the threadpool addon once, in the background, while
- * the prebuilt binary serves: models loaded after it is ready use it. It does
- * nothing when LSERVE_LLAMA_BUILD names a binary, when no GGUF model is
+ * Where lserve ships no threadpool addon for this install (another platform,
+ * another node-llama-cpp), `lserve serve` builds one once, in the background,
+ * while the prebuilt binary serves: models loaded after it is ready use it.
+ * It does nothing when LSERVE_LLAMA_BUILD names a binary, when no GGUF model is
  * installed, when a GPU runs the models, when the machine lacks the tools, or
  * when a build from the same sources failed before (`npm run build:llama`
  * retries and shows why).
@@ -23,13 +25,15 @@ export interface BackgroundBuildOptions {
   /** For tests: the build itself, and the check for its tools. */
   build?: typeof buildThreadpoolAddon;
   missingTools?: typeof missingBuildTools;
+  /** Where shipped addons are looked for (tests: a folder without one). */
+  prebuilds?: string;
 }
 
-export async function buildThreadpoolAddonInBackground({ home, hasGgufModels, log, build = buildThreadpoolAddon, missingTools = missingBuildTools }: BackgroundBuildOptions): Promise<BuildOutcome> {
+export async function buildThreadpoolAddonInBackground({ home, hasGgufModels, log, build = buildThreadpoolAddon, missingTools = missingBuildTools, prebuilds = PREBUILDS }: BackgroundBuildOptions): Promise<BuildOutcome> {
   if (process.env.LSERVE_LLAMA_BUILD || !hasGgufModels) return 'skipped';
   const sources = addonSources();
   if (!sources || process.platform !== 'linux') return 'skipped';
-  if (findThreadpoolAddon(home, sources)) return 'present';
+  if (await threadpoolAddon(home, sources, prebuilds)) return 'present';
   const failure = failureRecord(home, addonKey(sources));
   if (existsSync(failure) || !(await runsOnCpu())) return 'skipped';
   const missing = await missingTools();

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import type { Llama, LlamaLogLevel as LlamaLogLevelValue, LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/loader.js';
 import { defaultHome } from '../../core/store.js';
-import { buildMetadataOf, findThreadpoolAddon } from './threadpool-addon.js';
+import { threadpoolAddon } from './shipped-addon.js';
+import { buildMetadataOf } from './threadpool-addon.js';
 
 /**
  * The llama.cpp binding, shared by the chat, embedding and rerank loaders.
@@ -12,14 +13,15 @@ import { buildMetadataOf, findThreadpoolAddon } from './threadpool-addon.js';
  * don't pay for it.
  *
  * Which binary (LSERVE_LLAMA_BUILD, else the default):
- * - `threadpool`: the default once built — node-llama-cpp's addon recompiled
- *   here with a persistent CPU threadpool per context, linked against the
- *   prebuilt llama.cpp libraries (threadpool-addon.ts; `lserve serve` builds
- *   it in the background, `npm run build:llama` on demand). Used only where
+ * - `threadpool`: the default — node-llama-cpp's addon recompiled with a
+ *   persistent CPU threadpool per context, linked against the prebuilt
+ *   llama.cpp libraries: shipped with lserve for linux-x64 (shipped-addon.ts),
+ *   else built here (threadpool-addon.ts; `lserve serve` builds it in the
+ *   background, `npm run build:llama` on demand). Used only where
  *   node-llama-cpp would run on the CPU anyway: it links the CPU-only libraries.
  * - `prebuilt`: node-llama-cpp's prebuilt binary (GPU builds included); the
- *   default until the threadpool addon exists. It starts a fresh CPU
- *   threadpool per decode: ≈ 0.8× llama-server on one stream (bench/README.md).
+ *   default where no threadpool addon applies. It starts a fresh CPU
+ *   threadpool per decode: ≈ 0.87× llama-server on one stream (bench/README.md).
  * - `lastBuild`: whatever `npx --no node-llama-cpp source download` built last.
  * - `auto`: node-llama-cpp decides, and may compile llama.cpp for minutes.
  *
@@ -32,8 +34,10 @@ export type LlamaBuildChoice = 'threadpool' | 'prebuilt' | 'lastBuild' | 'auto';
 const CHOICES: readonly LlamaBuildChoice[] = ['threadpool', 'prebuilt', 'lastBuild', 'auto'];
 
 const runtimes = new Map<string, Promise<Llama>>();
-/** The binary of the runtime loaded last, for load logs. */
-let loadedBuild: LlamaBuildChoice | undefined;
+/** The binary each runtime was created from (a threadpool addon that failed to load is a prebuilt runtime). */
+const buildOf = new WeakMap<Llama, LlamaBuildChoice>();
+/** The binary of the runtime handed out last. */
+let lastBuild: LlamaBuildChoice | undefined;
 /** Where threadpool addons are built and found: the lserve home (set by the engine). */
 let addonHome = defaultHome();
 
@@ -69,10 +73,10 @@ export function nodeLlamaCppDir(): string {
 
 export async function getRuntime(): Promise<Llama> {
   const explicit = process.env.LSERVE_LLAMA_BUILD;
-  const addon = explicit === 'prebuilt' || explicit === 'lastBuild' || explicit === 'auto' ? undefined : findThreadpoolAddon(addonHome);
+  const addon = explicit === 'prebuilt' || explicit === 'lastBuild' || explicit === 'auto' ? undefined : await threadpoolAddon(addonHome);
   let choice = llamaBuildChoice(explicit, addon !== undefined);
   if (choice === 'threadpool' && !explicit && !(await runsOnCpu())) choice = 'prebuilt';
-  if (choice === 'threadpool' && !addon) throw new Error(`LSERVE_LLAMA_BUILD=threadpool, but no threadpool addon is built under ${addonHome} (run \`npm run build:llama\`)`);
+  if (choice === 'threadpool' && !addon) throw new Error(`LSERVE_LLAMA_BUILD=threadpool, but no threadpool addon is shipped for ${process.platform}-${process.arch} or built under ${addonHome} (run \`npm run build:llama\`)`);
   const key = choice === 'threadpool' ? `threadpool:${addon}` : choice;
   let runtime = runtimes.get(key);
   if (!runtime) {
@@ -89,8 +93,9 @@ export async function getRuntime(): Promise<Llama> {
       runtime.catch(() => runtimes.delete(key));
     }
   }
-  loadedBuild = choice;
-  return runtime;
+  const resolved = await runtime;
+  lastBuild = buildOf.get(resolved);
+  return resolved;
 }
 
 function getRuntimeOf(choice: 'prebuilt'): Promise<Llama> {
@@ -127,6 +132,7 @@ async function createRuntime(choice: LlamaBuildChoice, addon: string | undefined
   // median 11.4 tok/s with 4 threads against 15.0 with 2 (bench/README.md).
   // llama.cpp's own tools default to the math-core count; so do we.
   runtime.maxThreads = runtime.cpuMathCores;
+  buildOf.set(runtime, choice);
   return runtime;
 }
 
@@ -154,9 +160,9 @@ export async function loadAddonRuntime(LlamaClass: typeof Llama, addonPath: stri
   });
 }
 
-/** Which binary the last runtime handed out uses, for load logs; undefined before the first. */
-export function runtimeBuild(): LlamaBuildChoice | undefined {
-  return loadedBuild;
+/** Which binary a runtime (default: the one handed out last) was created from, for load logs; undefined before the first. */
+export function runtimeBuild(runtime?: Llama): LlamaBuildChoice | undefined {
+  return runtime ? buildOf.get(runtime) : lastBuild;
 }
 
 /** Threads for a context: the configured count, or the runtime's own choice. */

@@ -53,8 +53,22 @@ export function addonSources(): AddonSources | undefined {
   }
 }
 
-/** A hash of what the addon is built from: node-llama-cpp's version, its prebuilt addon and the patch. */
+const keys = new Map<string, string>();
+
+/**
+ * A hash of what the addon is built from: node-llama-cpp's version, its
+ * prebuilt addon and the patch. Computed once per process (every GGUF load
+ * asks): an installed package does not change under a running process.
+ */
 export function addonKey(sources: AddonSources): string {
+  const known = keys.get(sources.binsDir);
+  if (known) return known;
+  const key = hashSources(sources);
+  keys.set(sources.binsDir, key);
+  return key;
+}
+
+function hashSources(sources: AddonSources): string {
   const hash = createHash('sha256');
   hash.update(`${sources.nodeLlamaCppVersion}\0${process.platform}-${process.arch}\0`);
   hash.update(readFileSync(path.join(sources.binsDir, 'llama-addon.node')));
@@ -66,11 +80,14 @@ export function addonDir(home: string, key: string): string {
   return path.join(home, 'llama', `threadpool-addon-${key}`);
 }
 
-interface BuildRecord {
+export interface BuildRecord {
   key: string;
   nodeLlamaCpp: string;
   builtAt: string;
-  seconds: number;
+  /** How long the build took here; absent for an addon shipped with lserve. */
+  seconds?: number;
+  /** Copied from the addon shipped with lserve (shipped-addon.ts), not compiled here. */
+  shipped?: true;
 }
 
 /**
@@ -148,24 +165,31 @@ export async function buildThreadpoolAddon(home: string, progress: BuildProgress
     });
 
     const libraries = readdirSync(sources.binsDir).filter((f) => f.endsWith('.so') && !CPU_VARIANT.test(f));
-    // Mirrors the prebuilt addon's link: its libraries found beside it ($ORIGIN), the C++ runtime linked in.
-    await run(compiler(), ['-shared', '-o', path.join(work, 'llama-addon.node'), ...objects, `-L${sources.binsDir}`, ...libraries.map((l) => `-l:${l}`), "-Wl,-rpath,$ORIGIN", '-static-libgcc', '-static-libstdc++']);
-
-    // ggml loads the CPU variants from the addon's folder: all prebuilt libraries are linked in beside it.
-    for (const name of readdirSync(sources.binsDir).filter((f) => f.endsWith('.so'))) await symlink(path.join(sources.binsDir, name), path.join(work, name));
-    await cp(path.join(sources.binsDir, '_nlcBuildMetadata.json'), path.join(work, '_nlcBuildMetadata.json'));
+    // Linked as the prebuilt addon is: its libraries found beside it ($ORIGIN), the system's C++ runtime
+    // (which those libraries load anyway), no symbols — small enough to ship (shipped-addon.ts).
+    await run(compiler(), ['-shared', '-s', '-o', path.join(work, 'llama-addon.node'), ...objects, `-L${sources.binsDir}`, ...libraries.map((l) => `-l:${l}`), '-Wl,-rpath,$ORIGIN']);
     await rm(source, { recursive: true, force: true });
     await rm(addon, { recursive: true, force: true });
     for (const object of objects) await rm(object, { force: true });
-    const record: BuildRecord = { key, nodeLlamaCpp: sources.nodeLlamaCppVersion, builtAt: new Date().toISOString(), seconds: Math.round((Date.now() - started) / 1000) };
-    await writeFile(path.join(work, 'build.json'), `${JSON.stringify(record, null, 2)}\n`);
-    await rm(finalDir, { recursive: true, force: true });
-    await rename(work, finalDir);
+    await publishAddonDir(work, finalDir, sources, { key, nodeLlamaCpp: sources.nodeLlamaCppVersion, builtAt: new Date().toISOString(), seconds: Math.round((Date.now() - started) / 1000) });
     return path.join(finalDir, 'llama-addon.node');
   } catch (error) {
     await rm(work, { recursive: true, force: true });
     throw error;
   }
+}
+
+/**
+ * Completes a folder holding llama-addon.node — the prebuilt libraries linked
+ * in beside it (ggml loads the CPU variants from the addon's folder), their
+ * build description, the record — and moves it into place whole.
+ */
+export async function publishAddonDir(work: string, finalDir: string, sources: AddonSources, record: BuildRecord): Promise<void> {
+  for (const name of readdirSync(sources.binsDir).filter((f) => f.endsWith('.so'))) await symlink(path.join(sources.binsDir, name), path.join(work, name));
+  await cp(path.join(sources.binsDir, '_nlcBuildMetadata.json'), path.join(work, '_nlcBuildMetadata.json'));
+  await writeFile(path.join(work, 'build.json'), `${JSON.stringify(record, null, 2)}\n`);
+  await rm(finalDir, { recursive: true, force: true });
+  await rename(work, finalDir);
 }
 
 /** The prebuilt binaries' build description, which node-llama-cpp reads for the addon it loads. */

@@ -5,7 +5,7 @@
  * measured side by side in one run; read the ratios, not the absolute
  * numbers (shared machines are noisy).
  *
- *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3] [--builds prebuilt,threadpool] [--parallel 4]
+ *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3] [--builds default,prebuilt] [--parallel 4] [--streams 1,2,4,8]
  *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,prompt,embed,llamacpp,qwen3embed]
  *
  * The qwen3embed section (a Qwen3-Embedding-0.6B-sized model) runs lserve and
@@ -14,9 +14,11 @@
  *   npx tsx bench/text.ts --skip chat,streams,embed,llamacpp --runs 3
  *
  * --builds: lserve's llama.cpp binaries measured side by side, each on a
- * server of its own (default: prebuilt, plus threadpool when `npm run
- * build:llama` or `lserve serve` built the addon in LSERVE_HOME); the
- * overhead and embedding sections use the first.
+ * server of its own; the overhead and embedding sections use the first.
+ * `default` is what a fresh install runs (LSERVE_LLAMA_BUILD unset, an empty
+ * home: the shipped threadpool addon where there is one); the others are
+ * LSERVE_LLAMA_BUILD values, `threadpool` meaning the addon found in
+ * LSERVE_HOME (`npm run build:llama`) or shipped.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -25,8 +27,7 @@ import { parseArgs } from 'node:util';
 import { Engine } from '../src/compose.js';
 import { defaultHome } from '../src/core/store.js';
 import { startServer, type RunningServer } from '../src/http/server.js';
-import { setLlamaAddonHome, type LlamaBuildChoice } from '../src/runtimes/llama/runtime.js';
-import { findThreadpoolAddon } from '../src/runtimes/llama/threadpool-addon.js';
+import { runtimeBuild, setLlamaAddonHome, type LlamaBuildChoice } from '../src/runtimes/llama/runtime.js';
 import { directChatRunner, directEmbeddings, loadDirect, type Sampling } from './text/direct.js';
 import { llamaBenchTg, llamaBin, startLlamaServer } from './text/llamacpp.js';
 import { benchChatModel, benchEmbeddingModel, benchQwen3EmbeddingModel } from './text/models.js';
@@ -40,7 +41,8 @@ const { values: args } = parseArgs({
     runs: { type: 'string', default: '3' },
     'llama-bin': { type: 'string', default: '/tmp/llama-build/build/bin' },
     parallel: { type: 'string', default: '4' },
-    builds: { type: 'string', default: findThreadpoolAddon(defaultHome()) ? 'prebuilt,threadpool' : 'prebuilt' },
+    streams: { type: 'string', default: '1,2,4,8' },
+    builds: { type: 'string', default: 'default,prebuilt' },
     skip: { type: 'string', default: '' },
   },
 });
@@ -50,7 +52,18 @@ const runs = Number(args.runs);
 const skip = new Set(args.skip.split(',').filter(Boolean));
 /** Sequences per lserve model and slots of llama-server beside it. */
 const parallel = Number(args.parallel);
-const builds = args.builds.split(',').filter(Boolean) as LlamaBuildChoice[];
+const builds = args.builds.split(',').filter(Boolean) as (LlamaBuildChoice | 'default')[];
+
+/** Points the llama runtime at a build: `default` as a fresh install (no LSERVE_LLAMA_BUILD, addons from `home`). */
+function useBuild(build: LlamaBuildChoice | 'default', home: string): void {
+  if (build === 'default') {
+    delete process.env.LSERVE_LLAMA_BUILD;
+    setLlamaAddonHome(home);
+  } else {
+    process.env.LSERVE_LLAMA_BUILD = build;
+    setLlamaAddonHome(process.env.LSERVE_HOME || defaultHome()); // where `npm run build:llama` put the addon
+  }
+}
 /** Context per sequence, for lserve and llama-server alike: room for the long-prompt row. */
 const CONTEXT = 4096;
 
@@ -123,7 +136,6 @@ async function lserveSides(chatFile: string, embedFile: string): Promise<{ sides
     homes.push(home);
     // As many sequences as llama-server's slots below (4 by default: an 8-stream run queues the other 4).
     const engine = new Engine({ home, threads, parallel, keepAliveMs: -1, maxQueue: 64 });
-    setLlamaAddonHome(process.env.LSERVE_HOME || defaultHome()); // where the addon was built, not the bench's scratch home
     if (chatFile) {
       await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
       await setDefaults(engine, 'qwen3-synth', { context_size: CONTEXT });
@@ -131,9 +143,9 @@ async function lserveSides(chatFile: string, embedFile: string): Promise<{ sides
     if (embedFile && sides.length === 0) await engine.store.registerLocal(embedFile, { kind: 'embedding', id: 'bge-synth' });
     const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {} });
     servers.push(server);
-    process.env.LSERVE_LLAMA_BUILD = build;
+    useBuild(build, home);
     if (chatFile) await streamChat(server.url, chatBody('qwen3-synth')); // loads the model on this binary
-    sides.push({ label: `lserve (${build})`, url: server.url, model: 'qwen3-synth' });
+    sides.push({ label: build === 'default' ? `lserve (default: ${runtimeBuild()})` : `lserve (${build})`, url: server.url, model: 'qwen3-synth' });
   }
   if (previous === undefined) delete process.env.LSERVE_LLAMA_BUILD;
   else process.env.LSERVE_LLAMA_BUILD = previous;
@@ -153,7 +165,7 @@ async function inProcessSections(chatFile: string, embedFile: string): Promise<v
   try {
     if (!skip.has('chat')) {
       console.log(`\nChat, single stream, ${sides[0]!.label} (decode tok/s after the first token; TTFT includes prompt processing):`);
-      process.env.LSERVE_LLAMA_BUILD = builds[0];
+      useBuild(builds[0]!, homes[0]!);
       const direct = await loadDirect(chatFile);
       delete process.env.LSERVE_LLAMA_BUILD;
       const runner = await directChatRunner(direct, threads);
@@ -173,7 +185,7 @@ async function inProcessSections(chatFile: string, embedFile: string): Promise<v
     if (!skip.has('streams')) {
       // Each stream count is measured on every side in turn, run after run, so drift hits all alike.
       console.log(`\nChat, concurrent streams (aggregate tok/s = all tokens / wall time; median of ${runs}, sides alternated):`);
-      for (const n of [1, 2, 4, 8]) {
+      for (const n of args.streams.split(',').map(Number)) {
         const rates = all.map(() => [] as number[]);
         for (let i = 0; i < runs; i++) for (const [k, side] of all.entries()) rates[k]!.push((await concurrentStreams(side.url, chatBody(side.model), n)).aggregate);
         compare(`${n} stream${n > 1 ? 's' : ''}`, all, rates.map(median), 'tok/s', n === 1 ? 0.95 : n === 4 ? 1.0 : undefined);

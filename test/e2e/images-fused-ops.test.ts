@@ -60,14 +60,16 @@ async function operators(file: string): Promise<Set<string>> {
 }
 
 describe('an export with fused GPU operators', () => {
-  it('fails on the CPU as shipped, naming the operator', async () => {
+  it('fails on the CPU as shipped, naming the operator and telling to pull again', async () => {
     const res = await fetch(`${server.url}/v1/images/generations`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'sd-fused-unprepared', prompt: 'a lighthouse', size: '64x64' }),
     });
     expect(res.status).toBe(500);
-    expect(await res.text()).toMatch(/(kernel for com\.microsoft\.|implementation for )(NhwcConv|GroupNorm)/);
+    const { error } = (await res.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe('unsupported_operators');
+    expect(error.message).toMatch(/^Image model 'sd-fused-unprepared' uses (com\.microsoft\.)?(NhwcConv|GroupNorm), an operator ONNX Runtime's CPU provider has no kernel for\. Run `lserve pull sd-fused-unprepared` again: /);
   });
 
   it('is rewritten at pull into standard operators, and the rewrite is reported', async () => {

@@ -148,7 +148,9 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
       vaeDecoder: graphFile(installed, 'vae_decoder')!,
     },
     { ...sessionOptions, ...GRAPH_MEMORY },
-  );
+  ).catch((error: unknown) => {
+    throw missingKernel(installed, error) ?? error;
+  });
   const encoder = graphFile(installed, 'vae_encoder');
   const sessions = { ...graphs, vaeEncoder: encoder ? new LazySession(encoder, (file) => OnnxSession.create(file, { ...sessionOptions, ...GRAPH_MEMORY })) : undefined };
   try {
@@ -164,6 +166,23 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
     await Promise.all(Object.values(graphs).map((s) => s.release()));
     throw new ServerError(`Image model '${installed.id}' does not have the interface of a Stable Diffusion ONNX export: ${(error as Error).message}`, { code: 'model_mismatch', cause: error });
   }
+}
+
+/**
+ * ONNX Runtime's refusal of an operator its CPU provider has no kernel for,
+ * as an error that says what to do: a model registered before `lserve pull`
+ * learnt to rewrite fused GPU operators (cpu-operators.ts) gets them
+ * rewritten by a pull now. Undefined for any other error.
+ */
+function missingKernel(installed: InstalledModel, error: unknown): ModelLoadError | undefined {
+  const message = error instanceof Error ? error.message : String(error);
+  const operator = /kernel for ([\w.]+)\(|implementation for (\w+)\(/.exec(message);
+  if (!operator) return undefined;
+  const name = operator[1] ?? operator[2]!;
+  return new ModelLoadError(
+    `Image model '${installed.id}' uses ${name}, an operator ONNX Runtime's CPU provider has no kernel for. Run \`lserve pull ${installed.id}\` again: it rewrites such fused GPU operators into standard ones, or names those it cannot.`,
+    { code: 'unsupported_operators', cause: error },
+  );
 }
 
 /** Reads a model's scheduler_config.json (or undefined when it ships none). */

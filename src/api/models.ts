@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ListingRow } from '../core/listing.js';
 
 /** Wire shapes of GET /v1/models (the specification's model object and list). */
 export interface ModelObject {
@@ -21,26 +22,11 @@ export interface ModelList {
  * GET /v1/catalog: every model the server knows, installed or not (what
  * `lserve list --all --json` shows), for clients that manage the store.
  */
-export interface CatalogModel {
-  id: string;
+export interface CatalogModel extends Omit<ListingRow, 'status'> {
   object: 'catalog.model';
-  kind: string;
-  backend: string;
-  /** Where it comes from: `catalog` (pull it), `bundled` (ships with lserve), `local` / `url` (registered by the user). */
-  source: 'bundled' | 'catalog' | 'local' | 'url';
-  /** Installed size, or the catalog's total when every file lists a size, else the catalog's estimate; null when unknown. */
-  size_bytes: number | null;
-  /** False when size_bytes is an estimate (from the parameter count and storage type). */
-  size_exact: boolean;
-  installed: boolean;
-  status: 'installed' | 'bundled' | 'not pulled' | 'partial' | 'pulling';
-  /** Bytes an interrupted pull left in the staging directory. */
-  partial_bytes?: number;
+  status: ListingRow['status'] | 'pulling';
   /** Loaded in memory now. */
   loaded: boolean;
-  aliases: string[];
-  description: string;
-  license: string;
 }
 
 export interface CatalogList {

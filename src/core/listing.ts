@@ -1,4 +1,4 @@
-import { isBundled, type CatalogEntry } from './catalog.js';
+import { isBundled, type CatalogEntry, type ModelKind } from './catalog.js';
 import type { InstalledModel, ModelSource, ModelStore } from './store.js';
 
 /**
@@ -20,6 +20,44 @@ export interface ModelListing {
   status: 'installed' | 'bundled' | 'not pulled' | 'partial';
   /** Bytes already downloaded by an interrupted pull (0 when none). */
   partialBytes: number;
+}
+
+/** What `lserve list --json` and `GET /v1/catalog` both say of a listing (snake_case, as on the wire). */
+export interface ListingRow {
+  id: string;
+  kind: ModelKind;
+  backend: string;
+  /** Where it comes from: `catalog` (pull it), `bundled` (ships with lserve), `local` / `url` (registered by the user). */
+  source: ModelSource;
+  /** Installed size, or the catalog's total when every file lists a size, else the catalog's estimate; null when unknown. */
+  size_bytes: number | null;
+  /** False when size_bytes is an estimate (from the parameter count and storage type; `lserve list` shows "~"). */
+  size_exact: boolean;
+  installed: boolean;
+  status: ModelListing['status'];
+  /** Bytes an interrupted pull left in the staging directory. */
+  partial_bytes?: number;
+  aliases: string[];
+  description: string;
+  /** The licence as the catalog entry names it (e.g. apache-2.0, mit, sai-nc-community); 'unknown' for a user's own file. */
+  license: string;
+}
+
+export function listingRow({ id, entry, installed, source, sizeBytes, sizeExact, status, partialBytes }: ModelListing): ListingRow {
+  return {
+    id,
+    kind: entry.kind,
+    backend: entry.backend,
+    source,
+    size_bytes: sizeBytes,
+    size_exact: sizeExact,
+    installed: installed !== undefined,
+    status,
+    ...(partialBytes > 0 ? { partial_bytes: partialBytes } : {}),
+    aliases: entry.aliases,
+    description: entry.description,
+    license: entry.license,
+  };
 }
 
 export async function listModels(store: ModelStore, all: boolean): Promise<ModelListing[]> {

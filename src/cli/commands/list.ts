@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import path from 'node:path';
-import { listModels, type ModelListing } from '../../core/listing.js';
+import { listingRow, listModels, type ModelListing } from '../../core/listing.js';
 import type { ModelStore } from '../../core/store.js';
 import { createEngine, globalOptions } from '../context.js';
 import { plainTable, type ModelRow } from '../views/model-table.js';
@@ -36,23 +36,9 @@ export async function collectRows(store: ModelStore, all: boolean): Promise<Mode
   return (await listModels(store, all)).map((listing) => rowOf(store, listing));
 }
 
-function rowOf(store: ModelStore, { id, entry, installed, source, sizeBytes, sizeExact, status, partialBytes }: ModelListing): ModelRow {
+function rowOf(store: ModelStore, listing: ModelListing): ModelRow {
+  const { id, installed, source } = listing;
   const files = installed ? Object.values(installed.files) : [];
   const where = !installed ? null : source === 'local' ? (files[0] ?? null) : source === 'bundled' ? (files[0] ? path.dirname(files[0]) : null) : store.modelDir(id);
-  return {
-    id,
-    kind: entry.kind,
-    backend: entry.backend,
-    source,
-    size_bytes: sizeBytes,
-    size_exact: sizeExact,
-    installed: installed !== undefined,
-    status,
-    ...(partialBytes > 0 ? { partial_bytes: partialBytes } : {}),
-    path: where,
-    files: installed?.files ?? {},
-    aliases: entry.aliases,
-    description: entry.description,
-    license: entry.license,
-  };
+  return { ...listingRow(listing), path: where, files: installed?.files ?? {} };
 }

@@ -1,29 +1,12 @@
-import type { ModelKind } from '../../core/catalog.js';
-import type { ModelSource } from '../../core/store.js';
+import type { ListingRow } from '../../core/listing.js';
 import { formatBytes } from '../../core/units.js';
 
 /** One row of `lserve list`; also the `--json` object (snake_case for scripts). */
-export interface ModelRow {
-  id: string;
-  kind: ModelKind;
-  backend: string;
-  source: ModelSource;
-  /** Installed size, or the catalog's total when every file lists a size, else the catalog's estimate; null when unknown. */
-  size_bytes: number | null;
-  /** False when size_bytes is an estimate (shown with "~"). */
-  size_exact: boolean;
-  installed: boolean;
-  status: 'installed' | 'bundled' | 'not pulled' | 'partial';
-  /** Bytes already downloaded by an interrupted pull. */
-  partial_bytes?: number;
+export interface ModelRow extends ListingRow {
   /** The model's directory (or the file itself for a local model); null when not installed. */
   path: string | null;
   /** Absolute path of every file, keyed by role. */
   files: Record<string, string>;
-  aliases: string[];
-  description: string;
-  /** The model's licence as its catalog entry names it (e.g. apache-2.0, mit, sai-nc-community); 'unknown' for a user's own file. */
-  license: string;
 }
 
 export const EMPTY_HINT = 'No models installed. Run `lserve list --all` to see the catalog, then `lserve pull <id>`.';

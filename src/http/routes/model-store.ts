@@ -3,7 +3,7 @@ import { pullRequestSchema, type CatalogList, type CatalogModel, type ModelDelet
 import { parseKnownFields } from '../../api/validate.js';
 import { isBundled, type CatalogEntry } from '../../core/catalog.js';
 import { pullModel, type PullEvent } from '../../core/download.js';
-import { listModels, type ModelListing } from '../../core/listing.js';
+import { listingRow, listModels, type ModelListing } from '../../core/listing.js';
 import { InvalidRequestError, LserveError, ModelNotFoundError, StoreError } from '../../core/errors.js';
 import { localFileNames } from '../../core/store.js';
 import { requestSignal, type ServerContext } from '../context.js';
@@ -190,21 +190,7 @@ function pullProgress(entry: CatalogEntry, send: (event: PullStreamEvent) => voi
   return { start, onEvent };
 }
 
-function catalogModel({ id, entry, installed, source, sizeBytes, sizeExact, status, partialBytes }: ModelListing, loaded: boolean, pulling: boolean): CatalogModel {
-  return {
-    id,
-    object: 'catalog.model',
-    kind: entry.kind,
-    backend: entry.backend,
-    source,
-    size_bytes: sizeBytes,
-    size_exact: sizeExact,
-    installed: installed !== undefined,
-    status: !installed && pulling ? 'pulling' : status,
-    ...(partialBytes > 0 ? { partial_bytes: partialBytes } : {}),
-    loaded,
-    aliases: entry.aliases,
-    description: entry.description,
-    license: entry.license,
-  };
+function catalogModel(listing: ModelListing, loaded: boolean, pulling: boolean): CatalogModel {
+  const row = listingRow(listing);
+  return { ...row, object: 'catalog.model', status: !listing.installed && pulling ? 'pulling' : row.status, loaded };
 }

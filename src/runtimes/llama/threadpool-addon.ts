@@ -8,8 +8,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The threadpool addon: node-llama-cpp's own N-API addon, recompiled on this
- * machine with threadpool.patch (one persistent, spin-polling CPU threadpool
+ * The threadpool addon: node-llama-cpp's own N-API addon, recompiled with
+ * threadpool.patch (one persistent, spin-polling CPU threadpool
  * per context, as llama.cpp's own tools attach) and linked against the
  * prebuilt llama.cpp libraries already installed. The prebuilt addon lets
  * ggml start and join a fresh threadpool for every decode, which costs
@@ -18,9 +18,11 @@ import { fileURLToPath } from 'node:url';
  * Only the addon's ≈ 20 C++ files are compiled — about a minute on 2 cores,
  * never llama.cpp itself — from the sources node-llama-cpp ships (its addon
  * folder, and headers from its bundled llama.cpp git bundle). It needs a C++
- * compiler, git and Node's headers; without them lserve stays on the prebuilt
- * addon. The result lives under the lserve home, keyed by everything it was
- * built from, so an upgrade of node-llama-cpp builds afresh.
+ * compiler, git and Node's headers. The result lives under the lserve home,
+ * keyed by everything it was built from, so an upgrade of node-llama-cpp
+ * builds afresh. Where lserve ships the addon for the platform
+ * (shipped-addon.ts), the shipped file is put in the same place instead and
+ * nothing is compiled.
  */
 
 const PATCH = fileURLToPath(new URL('../../../scripts/llama/threadpool.patch', import.meta.url));

@@ -1,4 +1,4 @@
-import { cp, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -113,6 +113,30 @@ describe('lserve pull <optimum export> --kind image', () => {
     const edited = await cli(['imagine', 'a fox', '-m', 'sd-no-encoder', '--init', picture, '-o', path.join(dir, 'edited.png')]);
     expect(edited.code).not.toBe(0);
     expect(edited.stderr).toContain("Model 'sd-no-encoder' has no VAE encoder: it cannot start from an image (img2img, edits).");
+  });
+
+  it("takes its defaults from its own configs: the size from unet/config.json, SD steps and guidance unless it names itself turbo", async () => {
+    const manifestOf = async (id: string) => JSON.parse(await readFile(path.join(home, 'models', id, 'manifest.json'), 'utf8')) as { entry: { defaults: Record<string, unknown> } };
+    // An SD 2.x-shaped export: 96-latent UNet, a four-block VAE with SD 2's scaling factor.
+    const sd2 = await copy('sd2-like');
+    await writeFile(path.join(sd2, 'unet/config.json'), JSON.stringify({ _class_name: 'UNet2DConditionModel', in_channels: 4, sample_size: 96 }));
+    await writeFile(path.join(sd2, 'vae_decoder/config.json'), JSON.stringify({ _class_name: 'AutoencoderKL', block_out_channels: [128, 256, 512, 512], scaling_factor: 0.13025 }));
+    const pulled = await cli(['pull', sd2, '--kind', 'image', '--id', 'sd2-like']);
+    expect(pulled.code, pulled.stderr).toBe(0);
+    expect(pulled.stdout).toContain('Defaults: 768×768 (unet/config.json), 20 steps, guidance 7.5, at most 150 steps;');
+    expect((await manifestOf('sd2-like')).entry.defaults).toMatchObject({ width: 768, height: 768, max_size: 1152, steps: 20, max_steps: 150, guidance_scale: 7.5, vae_factor: 8, vae_scaling_factor: 0.13025 });
+    // More steps than SD-Turbo's 4 are a request this model takes.
+    const made = await cli(['imagine', 'a fox', '-m', 'sd2-like', '--size', '64x64', '--steps', '6', '--guidance', '0', '--seed', '3', '-o', path.join(dir, 'sd2.png')]);
+    expect(made.code, made.stderr).toBe(0);
+
+    // One that names itself a turbo model keeps SD-Turbo's single step without guidance.
+    const turbo = await copy('named-turbo');
+    const index = JSON.parse(await readFile(path.join(turbo, 'model_index.json'), 'utf8')) as Record<string, unknown>;
+    await writeFile(path.join(turbo, 'model_index.json'), JSON.stringify({ ...index, _name_or_path: 'stabilityai/sd-turbo' }));
+    const pulledTurbo = await cli(['pull', turbo, '--kind', 'image', '--id', 'named-turbo']);
+    expect(pulledTurbo.code, pulledTurbo.stderr).toBe(0);
+    expect(pulledTurbo.stdout).toContain('Defaults: 512×512 (unet/config.json), 1 step and guidance 0 (a turbo model: stabilityai/sd-turbo), at most 150 steps;');
+    expect((await manifestOf('named-turbo')).entry.defaults).toMatchObject({ width: 512, height: 512, max_size: 768, steps: 1, max_steps: 150, guidance_scale: 0, vae_scaling_factor: 0.18215 });
   });
 
   it.each([

@@ -7,6 +7,7 @@ import { MANIFEST, type Manifest, type InstalledModel, type ModelStore } from '.
 import { parseSchedulerConfig, SchedulerConfigError } from './scheduler.js';
 import { checkExport, ExportProblem, type GraphData } from './export-check.js';
 import { rewriteGraphsForCpu, UnsupportedOperators } from './cpu-operators.js';
+import { exportDefaults } from './export-defaults.js';
 
 /**
  * Work done once when an image model is installed (`lserve pull`). First its
@@ -14,7 +15,8 @@ import { rewriteGraphsForCpu, UnsupportedOperators } from './cpu-operators.js';
  * configured (see scheduler.ts) is refused there, naming the key, and a
  * directory being registered is not registered. The rest of the export is
  * checked likewise (export-check.ts), and the external data files its graphs
- * keep their weights in are recorded with it. Then its fp16
+ * keep their weights in are recorded with it; a user's own export gets the
+ * defaults its configs state (export-defaults.ts). Then its fp16
  * graphs are converted to fp32 beside the model (`<model dir>/fp32/<role>/`)
  * and recorded in its manifest as `<role>_fp32`, which the loader prefers.
  * ONNX Runtime's CPU provider runs the fp32 graphs faster and in less memory
@@ -38,6 +40,7 @@ function isFp32Copy(installed: InstalledModel, role: string): boolean {
 export async function prepareImageModel(store: ModelStore, installed: InstalledModel, say: (line: string) => void = () => {}): Promise<InstalledModel> {
   await checkScheduler(store, installed);
   installed = await recordExport(store, installed, say);
+  if (installed.source === 'local') installed = await recordDefaults(store, installed, say);
   if (!needsPreparation(installed)) return checkCpuOperators(store, installed, say);
   say(`Converting ${installed.id}'s fp16 graphs to fp32 once (on CPU, ONNX Runtime runs them faster and in less memory; they take twice the disk):`);
   // The converter (protobuf) loads only when there is something to convert.
@@ -120,6 +123,17 @@ async function recordExport(store: ModelStore, installed: InstalledModel, say: (
   }
   const manifest = JSON.parse(await readFile(path.join(store.modelDir(installed.id), MANIFEST), 'utf8')) as Manifest;
   for (const [role, file] of entries) manifest.files[role] = { name: path.basename(file.path), size: file.size, path: file.path };
+  await store.writeManifest(installed.id, manifest);
+  return (await store.resolve(installed.id)) ?? installed;
+}
+
+/** A user's own export: the defaults its configs state (export-defaults.ts) replace the catalog layout's. */
+async function recordDefaults(store: ModelStore, installed: InstalledModel, say: (line: string) => void): Promise<InstalledModel> {
+  const derived = await exportDefaults(installed);
+  if (!derived) return installed;
+  say(`  ${derived.summary}`);
+  const manifest = JSON.parse(await readFile(path.join(store.modelDir(installed.id), MANIFEST), 'utf8')) as Manifest;
+  manifest.entry = { ...installed.entry, defaults: derived.defaults }; // a local model carries its own entry
   await store.writeManifest(installed.id, manifest);
   return (await store.resolve(installed.id)) ?? installed;
 }

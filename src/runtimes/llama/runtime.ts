@@ -73,9 +73,10 @@ export function nodeLlamaCppDir(): string {
 
 export async function getRuntime(): Promise<Llama> {
   const explicit = process.env.LSERVE_LLAMA_BUILD;
-  const addon = explicit === 'prebuilt' || explicit === 'lastBuild' || explicit === 'auto' ? undefined : await threadpoolAddon(addonHome);
-  let choice = llamaBuildChoice(explicit, addon !== undefined);
-  if (choice === 'threadpool' && !explicit && !(await runsOnCpu())) choice = 'prebuilt';
+  // By default the CPU-only addon is only for models the CPU runs (a GPU keeps its prebuilt binary).
+  const wantsAddon = explicit === 'threadpool' || (!explicit && (await runsOnCpu()));
+  const addon = wantsAddon ? await threadpoolAddon(addonHome) : undefined;
+  const choice = llamaBuildChoice(explicit, addon !== undefined);
   if (choice === 'threadpool' && !addon) throw new Error(`LSERVE_LLAMA_BUILD=threadpool, but no threadpool addon is shipped for ${process.platform}-${process.arch} or built under ${addonHome} (run \`npm run build:llama\`)`);
   const key = choice === 'threadpool' ? `threadpool:${addon}` : choice;
   let runtime = runtimes.get(key);

@@ -37,7 +37,7 @@ const runtimes = new Map<string, Promise<Llama>>();
 /** The binary each runtime was created from (a threadpool addon that failed to load is a prebuilt runtime). */
 const buildOf = new WeakMap<Llama, LlamaBuildChoice>();
 /** The binary of the runtime handed out last. */
-let lastBuild: LlamaBuildChoice | undefined;
+let lastHandedOut: LlamaBuildChoice | undefined;
 /** Where threadpool addons are built and found: the lserve home (set by the engine). */
 let addonHome = defaultHome();
 
@@ -95,7 +95,7 @@ export async function getRuntime(): Promise<Llama> {
     }
   }
   const resolved = await runtime;
-  lastBuild = buildOf.get(resolved);
+  lastHandedOut = buildOf.get(resolved);
   return resolved;
 }
 
@@ -163,7 +163,7 @@ export async function loadAddonRuntime(LlamaClass: typeof Llama, addonPath: stri
 
 /** Which binary a runtime (default: the one handed out last) was created from, for load logs; undefined before the first. */
 export function runtimeBuild(runtime?: Llama): LlamaBuildChoice | undefined {
-  return runtime ? buildOf.get(runtime) : lastBuild;
+  return runtime ? buildOf.get(runtime) : lastHandedOut;
 }
 
 /** Threads for a context: the configured count, or the runtime's own choice. */

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { writeFileWhole } from './write-whole.js';
 import path from 'node:path';
 
 /**
@@ -52,15 +53,7 @@ export class FileCache {
     await this.init();
     const name = `${randomBytes(16).toString('hex')}.${extension}`;
     const file = path.join(this.dir, name);
-    const partial = path.join(this.dir, `.${name}.part`);
-    try {
-      await writeFile(partial, bytes);
-      await rename(partial, file);
-    } catch (error) {
-      // A failed write (disk full) leaves no half file behind.
-      await rm(partial, { force: true });
-      throw error;
-    }
+    await writeFileWhole(file, bytes, path.join(this.dir, `.${name}.part`));
     const entry = { size: bytes.byteLength, writtenAt: Date.now() };
     this.entries.set(name, entry);
     this.bytes += entry.size;

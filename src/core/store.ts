@@ -1,4 +1,5 @@
-import { lstat, mkdir, readdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, realpath, rm, stat } from 'node:fs/promises';
+import { writeFileWhole } from './write-whole.js';
 import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
@@ -281,9 +282,7 @@ export class ModelStore {
   async writeManifest(id: string, manifest: Manifest): Promise<void> {
     const dir = this.modelDir(id);
     await mkdir(dir, { recursive: true });
-    const tmp = path.join(dir, `.${MANIFEST}.${process.pid}.tmp`);
-    await writeFile(tmp, JSON.stringify(manifest, null, 2));
-    await rename(tmp, path.join(dir, MANIFEST));
+    await writeFileWhole(path.join(dir, MANIFEST), JSON.stringify(manifest, null, 2), path.join(dir, `.${MANIFEST}.${process.pid}.tmp`));
   }
 
   /** Removes an installed model (and any partial download of it). Bundled models cannot be removed. */

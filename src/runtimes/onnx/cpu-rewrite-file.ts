@@ -1,4 +1,5 @@
-import { copyFile, link, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, link, mkdir, readFile, rm } from 'node:fs/promises';
+import { writeFileWhole } from '../../core/write-whole.js';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
@@ -31,15 +32,7 @@ export async function rewriteFileForCpu(source: string, target: string): Promise
   if (Object.keys(report.unsupported).length || !Object.keys(report.rewritten).length) return { ...report, graph: source };
   await mkdir(path.dirname(target), { recursive: true });
   await placeExternalData(model, source, target);
-  const encoded = onnx.ModelProto.encode(model).finish();
-  const tmp = `${target}.${process.pid}.tmp`;
-  try {
-    await writeFile(tmp, encoded);
-    await rename(tmp, target);
-  } catch (error) {
-    await rm(tmp, { force: true });
-    throw error;
-  }
+  await writeFileWhole(target, onnx.ModelProto.encode(model).finish());
   return { ...report, graph: target };
 }
 

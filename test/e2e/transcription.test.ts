@@ -109,9 +109,12 @@ describe('POST /v1/audio/transcriptions', () => {
     const started = performance.now();
     const health = await fetch(`${server.url}/health`);
     expect(health.status).toBe(200);
-    // A decode blocking the loop would hold /health for the whole window (seconds); yields keep it to one slice.
-    expect(performance.now() - started).toBeLessThan(500);
+    const healthMs = performance.now() - started;
     expect((await pending).status).toBe(200);
+    const restMs = performance.now() - started;
+    // A decode blocking the loop would hold /health until the decode ends (seconds); yields keep it to one
+    // slice. Measured against the rest of that decode, so a loaded machine slows both sides alike.
+    expect(healthMs).toBeLessThan(restMs / 4);
   });
 
   it.each([

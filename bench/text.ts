@@ -20,7 +20,7 @@
  * LSERVE_LLAMA_BUILD values, `threadpool` meaning the addon found in
  * LSERVE_HOME (`npm run build:llama`) or shipped.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -88,13 +88,6 @@ const row = (what: string, value: string, note = '') => {
   console.log(`  ${what.padEnd(58)} ${value.padStart(12)}  ${note}`);
 };
 
-/** Gives a registered local model catalog defaults (the bench's context size, as llama-server gets -c). */
-async function setDefaults(engine: Engine, id: string, defaults: Record<string, unknown>): Promise<void> {
-  const file = path.join(engine.store.modelDir(id), 'manifest.json');
-  const manifest = JSON.parse(await readFile(file, 'utf8')) as { entry: Record<string, unknown> };
-  await engine.store.writeManifest(id, { ...manifest, entry: { ...manifest.entry, defaults } } as Parameters<Engine['store']['writeManifest']>[1]);
-}
-
 /** Median decode rate and TTFT over `runs` generations, alternating A and B so drift hits both. */
 async function alternate(a: () => Promise<StreamTiming>, b: () => Promise<StreamTiming>): Promise<[StreamTiming[], StreamTiming[]]> {
   const ra: StreamTiming[] = [];
@@ -138,7 +131,7 @@ async function lserveSides(chatFile: string, embedFile: string): Promise<{ sides
     const engine = new Engine({ home, threads, parallel, keepAliveMs: -1, maxQueue: 64 });
     if (chatFile) {
       await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
-      await setDefaults(engine, 'qwen3-synth', { context_size: CONTEXT });
+      await engine.store.setUserDefaults('qwen3-synth', { context_size: CONTEXT }); // as llama-server gets -c
     }
     if (embedFile && sides.length === 0) await engine.store.registerLocal(embedFile, { kind: 'embedding', id: 'bge-synth' });
     const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {} });

@@ -285,6 +285,20 @@ export class ModelStore {
     await writeFileWhole(path.join(dir, MANIFEST), JSON.stringify(manifest, null, 2), path.join(dir, `.${MANIFEST}.${process.pid}.tmp`));
   }
 
+  /**
+   * Merges `defaults` into the defaults of a model registered by the user (a
+   * local file or directory, or a URL: its manifest carries its own entry)
+   * and returns the model as it now reads.
+   */
+  async setUserDefaults(id: string, defaults: Record<string, unknown>): Promise<InstalledModel> {
+    const installed = await this.resolve(id);
+    if (!installed || installed.source === 'catalog' || installed.source === 'bundled') throw new StoreError(`'${id}' is not a model of your own: only those take new defaults`, 'not_user_model');
+    const file = path.join(this.modelDir(installed.id), MANIFEST);
+    const manifest = manifestSchema.parse(JSON.parse(await readFile(file, 'utf8')));
+    await this.writeManifest(installed.id, { ...manifest, entry: { ...installed.entry, defaults: { ...installed.entry.defaults, ...defaults } } });
+    return (await this.resolve(installed.id))!;
+  }
+
   /** Removes an installed model (and any partial download of it). Bundled models cannot be removed. */
   async remove(name: string): Promise<boolean> {
     const entry = this.catalog.get(name);

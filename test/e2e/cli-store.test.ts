@@ -180,7 +180,11 @@ describe('lserve pull / list / rm', () => {
     expect((await runCli(['pull', file, '--kind', 'embedding', '--id', 'bad', '--ctx-size', 'big'], { env })).code).toBe(2);
     const catalogModel = await runCli(['pull', 'tiny-asr', '--ctx-size', '2048'], { env });
     expect(catalogModel.code).toBe(2);
-    expect(catalogModel.stderr).toContain('--ctx-size apply only to your own files');
+    expect(catalogModel.stderr).toContain('--ctx-size and --default apply only to your own files');
+    expect((await runCli(['pull', 'tiny-asr', '--default', 'steps=2'], { env })).code).toBe(2);
+    const textDefault = await runCli(['pull', file, '--kind', 'embedding', '--id', 'bad', '--default', 'steps=2'], { env });
+    expect(textDefault.code).toBe(2);
+    expect(textDefault.stderr).toContain('--default applies to image models (--kind image)');
     await runCli(['rm', 'sized'], { env });
   });
 

@@ -139,6 +139,33 @@ describe('lserve pull <optimum export> --kind image', () => {
     expect((await manifestOf('named-turbo')).entry.defaults).toMatchObject({ width: 512, height: 512, max_size: 768, steps: 1, max_steps: 150, guidance_scale: 0, vae_scaling_factor: 0.18215 });
   });
 
+  it('sets the request defaults given with --default over those its configs state, and refuses ones that do not hold, registering nothing', async () => {
+    const lcm = await copy('lcm-like');
+    const pulled = await cli(['pull', lcm, '--kind', 'image', '--id', 'lcm-like', '--default', 'steps=4', '--default', 'guidance_scale=1.5', '--default', 'max_steps=8']);
+    expect(pulled.code, pulled.stderr).toBe(0);
+    expect(pulled.stdout).toContain('  Set by --default: steps=4, guidance_scale=1.5, max_steps=8\n');
+    const manifest = JSON.parse(await readFile(path.join(home, 'models', 'lcm-like', 'manifest.json'), 'utf8')) as { entry: { defaults: Record<string, unknown> } };
+    expect(manifest.entry.defaults).toMatchObject({ width: 512, height: 512, steps: 4, max_steps: 8, guidance_scale: 1.5 });
+    const tooMany = await cli(['imagine', 'a fox', '-m', 'lcm-like', '--size', '64x64', '--steps', '9', '-o', path.join(dir, 'lcm.png')]);
+    expect(tooMany.code).not.toBe(0);
+    expect(tooMany.stderr).toContain("'steps' must be an integer from 1 to 8 for model 'lcm-like'");
+
+    const refusals: [string[], string][] = [
+      [['steps=0'], '--default steps must be an integer from 1 to 1000'],
+      [['width=100'], '--default width must be a multiple of 64 from 64 to 2048'],
+      [['guidance_scale=lots'], '--default guidance_scale must be a number from 0 to 30'],
+      [['vae_scaling_factor=1'], '--default takes key=value with a key among width, height, min_size, max_size, steps, max_steps, guidance_scale'],
+      [['steps=30', 'max_steps=10'], '--default: steps 30 is above max_steps 10. The registration of bad-defaults was undone.'],
+      [['width=1024'], '--default: width 1024 is outside min_size 64 to max_size 768. The registration of bad-defaults was undone.'],
+    ];
+    for (const [pairs, message] of refusals) {
+      const refused = await cli(['pull', lcm, '--kind', 'image', '--id', 'bad-defaults', ...pairs.flatMap((p) => ['--default', p])]);
+      expect(refused.code, pairs.join(' ')).toBe(2);
+      expect(refused.stderr).toContain(message);
+      expect(await listed('bad-defaults')).toBeUndefined();
+    }
+  });
+
   it.each([
     ['the UNet\'s external weights are missing', async (folder: string) => rm(path.join(folder, UNET_DATA)), /unet: .*unet\/model\.onnx keeps \d+ of its tensors in 'model\.onnx_data', which is missing beside it/],
     ['the UNet graph is not ONNX', async (folder: string) => writeFile(path.join(folder, 'unet/model.onnx'), 'not a graph\n'), /unet: .*unet\/model\.onnx is not a readable ONNX graph/],

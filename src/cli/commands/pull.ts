@@ -3,6 +3,8 @@ import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { MODEL_KINDS, isBundled, type ModelKind } from '../../core/catalog.js';
+import type { InstalledModel } from '../../core/store.js';
+import { checkImageDefaults, IMAGE_DEFAULT_KEYS, parseImageDefaults } from '../../core/tasks/image/user-defaults.js';
 import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
 import type { Engine } from '../../core/engine.js';
 import { StoreError } from '../../core/errors.js';
@@ -19,6 +21,7 @@ interface PullFlags {
   id?: string;
   backend?: string;
   ctxSize?: string;
+  default?: string[];
   quiet?: boolean;
 }
 
@@ -30,6 +33,7 @@ export function pullCommand(): Command {
     .option('--id <id>', 'id for your own file, directory or URL (default: derived from its name)')
     .option('--backend <name>', 'runtime for your own file or URL (default: llama for .gguf, onnx otherwise); for a directory, only layouts of that backend are tried')
     .option('--ctx-size <tokens>', 'context size for your own single-file text model (default: 4096 chat, 8192 embedding/rerank, capped at its training context)')
+    .option('--default <key=value>', `a request default for your own image model, repeatable (${IMAGE_DEFAULT_KEYS.join(', ')}); overrides what its configs say`, (pair: string, all: string[] = []) => [...all, pair])
     .option('--quiet', 'no progress output')
     .addHelpText(
       'after',
@@ -45,6 +49,7 @@ export function pullCommand(): Command {
         '  $ lserve pull ./my-model.gguf --kind chat',
         '  $ lserve pull ./whisper-base --kind asr --id my-whisper',
         '  $ lserve pull ./sd-export --kind image      # an optimum-cli export: model_index.json, unet/model.onnx (+ model.onnx_data), …',
+        '  $ lserve pull ./lcm-export --kind image --default steps=4 --default guidance_scale=1',
         '  $ lserve pull https://example.com/models/tiny.gguf --kind chat --id tiny',
         '  $ HF_ENDPOINT=https://hf-mirror.example lserve pull whisper-base',
       ].join('\n'),
@@ -69,8 +74,8 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   const localPath = !isUrl && !entry ? localPathOf(target) : undefined;
 
   if (entry) {
-    if (flags.kind || flags.id || flags.backend || flags.ctxSize) {
-      throw new CliError('--kind, --id, --backend and --ctx-size apply only to your own files and URLs, not to catalog models', EXIT_USAGE);
+    if (flags.kind || flags.id || flags.backend || flags.ctxSize || flags.default) {
+      throw new CliError('--kind, --id, --backend, --ctx-size and --default apply only to your own files and URLs, not to catalog models', EXIT_USAGE);
     }
     if (isBundled(entry)) {
       say(`${entry.id} is bundled with lserve: it is ready to use, there is nothing to pull.`);
@@ -87,6 +92,8 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     throw new CliError('--ctx-size applies to a single-file (GGUF) text model, not to a model directory', EXIT_USAGE);
   }
   const own = { kind: kind!, id: flags.id, backend: flags.backend, contextSize: flags.ctxSize === undefined ? undefined : positiveInt(flags.ctxSize, '--ctx-size') };
+  const defaults = userDefaults(kind, flags.default ?? []);
+  if (defaults && !directory) throw new CliError('--default applies to a model directory (an image export), not to a single file or URL', EXIT_USAGE);
 
   if (localPath && directory) {
     const { model, layout } = await engine.store.registerDirectory(localPath, own).catch(usageOnBadInput);
@@ -95,7 +102,8 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     const width = Math.max(...Object.keys(model.entry.files).map((r) => r.length));
     for (const [role, spec] of Object.entries(model.entry.files)) say(`  ${role.padEnd(width)}  ${spec.path ?? model.files[role]}`);
     say('The files are used in place: keep the directory where it is.');
-    await engine.prepare(model, say);
+    const prepared = await engine.prepare(model, say);
+    if (defaults) await applyDefaults(engine, prepared, defaults, say);
     return;
   }
 
@@ -168,6 +176,33 @@ function requireKind(kind: string | undefined, target: string): ModelKind {
   }
   if (!(MODEL_KINDS as readonly string[]).includes(kind)) throw new CliError(`--kind must be one of ${MODEL_KINDS.join(', ')}, got '${kind}'`, EXIT_USAGE);
   return kind as ModelKind;
+}
+
+/** --default pairs, checked before anything is registered; undefined when none were given. */
+function userDefaults(kind: ModelKind | undefined, pairs: readonly string[]): Record<string, number> | undefined {
+  if (pairs.length === 0) return undefined;
+  if (kind !== 'image') throw new CliError(`--default applies to image models (--kind image); for a text model's context use --ctx-size`, EXIT_USAGE);
+  try {
+    return parseImageDefaults(pairs);
+  } catch (error) {
+    throw new CliError((error as Error).message, EXIT_USAGE);
+  }
+}
+
+/**
+ * Sets --default over the defaults the model's preparation chose, when they
+ * hold together with them; otherwise the registration is undone, so nothing
+ * half-configured stays behind.
+ */
+async function applyDefaults(engine: Engine, model: InstalledModel, defaults: Record<string, number>, say: (line: string) => void): Promise<void> {
+  try {
+    checkImageDefaults({ ...model.entry.defaults, ...defaults });
+  } catch (error) {
+    await engine.store.remove(model.id);
+    throw new CliError(`--default: ${(error as Error).message}. The registration of ${model.id} was undone.`, EXIT_USAGE);
+  }
+  await engine.store.setUserDefaults(model.id, defaults);
+  say(`  Set by --default: ${Object.entries(defaults).map(([k, v]) => `${k}=${v}`).join(', ')}`);
 }
 
 /** Store errors caused by what the user typed (a taken or malformed id, a bad URL) are usage errors. */

@@ -132,10 +132,7 @@ async function recordDefaults(store: ModelStore, installed: InstalledModel, say:
   const derived = await exportDefaults(installed);
   if (!derived) return installed;
   say(`  ${derived.summary}`);
-  const manifest = JSON.parse(await readFile(path.join(store.modelDir(installed.id), MANIFEST), 'utf8')) as Manifest;
-  manifest.entry = { ...installed.entry, defaults: derived.defaults }; // a local model carries its own entry
-  await store.writeManifest(installed.id, manifest);
-  return (await store.resolve(installed.id)) ?? installed;
+  return store.setUserDefaults(installed.id, derived.defaults);
 }
 
 /**

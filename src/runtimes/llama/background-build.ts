@@ -32,10 +32,11 @@ export interface BackgroundBuildOptions {
 export async function buildThreadpoolAddonInBackground({ home, hasGgufModels, log, build = buildThreadpoolAddon, missingTools = missingBuildTools, prebuilds = PREBUILDS }: BackgroundBuildOptions): Promise<BuildOutcome> {
   if (process.env.LSERVE_LLAMA_BUILD || !hasGgufModels) return 'skipped';
   const sources = addonSources();
-  if (!sources || process.platform !== 'linux') return 'skipped';
+  // A GPU keeps its prebuilt binary: nothing to build or copy.
+  if (!sources || process.platform !== 'linux' || !(await runsOnCpu())) return 'skipped';
   if (await threadpoolAddon(home, sources, prebuilds)) return 'present';
   const failure = failureRecord(home, addonKey(sources));
-  if (existsSync(failure) || !(await runsOnCpu())) return 'skipped';
+  if (existsSync(failure)) return 'skipped';
   const missing = await missingTools();
   if (missing.length > 0) {
     log(`llama.cpp: the prebuilt binary serves (≈ 0.8× llama.cpp's own speed on one stream); installing ${missing.join(', ')} lets lserve build a faster addon`);

@@ -16,13 +16,15 @@ import { SIZE_STEP } from '../../core/tasks/image/options.js';
  *   (`_name_or_path` in model_index.json or unet/config.json), else 20 steps
  *   (the usual web UI default) and diffusers' guidance scale 7.5;
  * - at most 150 steps (the web UIs' limit), whatever the model.
- * A config the export lacks leaves the layout's value.
+ * A config the export lacks leaves the layout's value: only what is derived
+ * is returned, to be merged over the layout's defaults.
  */
 
 const STANDARD = { steps: 20, guidance_scale: 7.5 };
 const MAX_STEPS = 150;
 
 export interface ExportDefaults {
+  /** The defaults that differ from the layout's (merged over them). */
   defaults: Record<string, unknown>;
   /** One line for `lserve pull`: what was taken, and from where. */
   summary: string;
@@ -35,7 +37,7 @@ export async function exportDefaults(installed: InstalledModel): Promise<ExportD
   const vae = installed.files.vae_decoder ? await readConfig(path.join(path.dirname(installed.files.vae_decoder), 'config.json')) : {};
   const index = installed.files.model_index ? await readConfig(installed.files.model_index) : {};
   const layout = installed.entry.defaults;
-  const defaults: Record<string, unknown> = { ...layout, max_steps: MAX_STEPS };
+  const defaults: Record<string, unknown> = { max_steps: MAX_STEPS };
   const said: string[] = [];
 
   const blocks = vae.block_out_channels;
@@ -48,7 +50,7 @@ export async function exportDefaults(installed: InstalledModel): Promise<ExportD
     Object.assign(defaults, { width: side, height: side, max_size: Math.max(Number(layout.max_size ?? side), Math.floor((side * 1.5) / SIZE_STEP) * SIZE_STEP) });
     said.push(`${side}×${side} (unet/config.json)`);
   } else {
-    said.push(`${String(defaults.width)}×${String(defaults.height)}`);
+    said.push(`${String(layout.width)}×${String(layout.height)}`);
   }
 
   const name = [index._name_or_path, unet._name_or_path].find((n): n is string => typeof n === 'string');

@@ -57,6 +57,16 @@ async function exported(name: string, graph: Uint8Array, location = 'model.onnx_
   return path.join(folder, 'model.onnx');
 }
 
+/** The graph's output for `input`, run by ONNX Runtime from the file. */
+async function outputOf(graph: string): Promise<ArrayLike<number>> {
+  const session = await OnnxSession.create(graph, { threads: 1 });
+  try {
+    return (await session.run(input.slice(), [1, SIZE])).data;
+  } finally {
+    await session.release();
+  }
+}
+
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-external-data-'));
 });
@@ -100,14 +110,8 @@ describe('externalDataFiles', () => {
 
 describe('graphs with external data at run time and at conversion', () => {
   it('ONNX Runtime reads the weights from the graph\'s own folder, whatever the working directory', async () => {
-    const graph = await exported('run', linear('float32'));
-    const session = await OnnxSession.create(graph, { threads: 1 });
-    try {
-      const out = await session.run(input.slice(), [1, SIZE]);
-      expected().forEach((value, i) => expect(out.data[i]).toBeCloseTo(value, 5));
-    } finally {
-      await session.release();
-    }
+    const out = await outputOf(await exported('run', linear('float32')));
+    expected().forEach((value, i) => expect(out[i]).toBeCloseTo(value, 5));
   });
 
   it('converts an fp16 graph whose weights are external to fp32, reading them from its data file', async () => {
@@ -120,14 +124,9 @@ describe('graphs with external data at run time and at conversion', () => {
       ['W', DataType.FLOAT],
       ['b', DataType.FLOAT],
     ]);
-    const session = await OnnxSession.create(target, { threads: 1 });
-    try {
-      const out = await session.run(input.slice(), [1, SIZE]);
-      // The weights went through fp16: agreement to fp16's precision.
-      expected().forEach((value, i) => expect(out.data[i]).toBeCloseTo(value, 2));
-    } finally {
-      await session.release();
-    }
+    const out = await outputOf(target);
+    // The weights went through fp16: agreement to fp16's precision.
+    expected().forEach((value, i) => expect(out[i]).toBeCloseTo(value, 2));
   });
 
   it('leaves an fp32 graph with external data as it is, writing nothing', async () => {

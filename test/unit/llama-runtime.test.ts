@@ -142,6 +142,45 @@ describe.runIf(process.platform === 'linux' && process.arch === 'x64')('the thre
     }
   });
 
+  it('keeps the threadpool a context was created with, and can stop it spinning between decodes', async () => {
+    home = await mkdtemp(path.join(os.tmpdir(), 'lserve-llama-'));
+    const addon = await threadpoolAddon(home);
+    const runtime = await loadAddonRuntime(Llama, addon!, { logLevel: LlamaLogLevel.error, logger: () => {} });
+    const setPolling = (runtime as unknown as { _bindings: { AddonContext: { setThreadpoolPolling?: (on: boolean) => void } } })._bindings.AddonContext.setThreadpoolPolling;
+    expect(typeof setPolling).toBe('function');
+    const model = await runtime.loadModel({ modelPath: tinyQwen3File() });
+    try {
+      const context = await model.createContext({ sequences: 1, contextSize: 256, threads: 2 });
+      const native = (context as unknown as { _ctx: { getThreads(): number; setThreads(threads: number): void } })._ctx;
+      // More threads than the pool holds are clamped to it: replacing the pool would leave
+      // ggml's CPU backend pointing at the freed one (the use after free that hung or
+      // crashed the server when several models decoded at once).
+      native.setThreads(8);
+      expect(native.getThreads()).toBe(2);
+      const decode = async () => {
+        const sequence = context.getSequence();
+        const tokens: number[] = [];
+        for await (const token of sequence.evaluate(model.tokenize('The quick brown fox'), { temperature: 0 })) {
+          tokens.push(token);
+          native.setThreads(tokens.length % 2 ? 1 : 2); // fewer threads than the pool holds run on it
+          if (tokens.length === 6) break;
+        }
+        sequence.dispose();
+        return tokens;
+      };
+      const polling = await decode();
+      setPolling!(false); // paused after every decode: the next one wakes it
+      const paused = await decode();
+      setPolling!(true);
+      expect(polling).toHaveLength(6);
+      expect(paused).toEqual(polling);
+      await context.dispose();
+    } finally {
+      await model.dispose();
+      await runtime.dispose();
+    }
+  });
+
   it('is not installed when its file differs from its record or it was built for other sources', async () => {
     home = await mkdtemp(path.join(os.tmpdir(), 'lserve-llama-'));
     const prebuilds = path.join(home, 'prebuilds');

@@ -1,6 +1,8 @@
-import { Engine as CoreEngine, type EngineOptions } from './core/engine.js';
+import type { ModelKind } from './core/catalog.js';
+import { defaultEngineOptions, Engine as CoreEngine, type EngineOptions } from './core/engine.js';
 import type { LoaderTable, PreparerTable } from './core/loader.js';
 import { setLlamaAddonHome } from './runtimes/llama/runtime.js';
+import { Runners } from './runtimes/runner/runners.js';
 
 /**
  * The composition root: the one module that knows the model families. It
@@ -37,10 +39,49 @@ export const defaultPreparers: PreparerTable = {
   'onnx:image': () => import('./families/stable-diffusion/prepare.js').then((m) => m.imagePreparer),
 };
 
+/**
+ * Loaders whose models run in the server's process even with runners:
+ * sherpa-onnx already runs in supervised processes of its own (runtimes/sherpa).
+ */
+const IN_SERVER = new Set(['onnx:asr-stream', 'sherpa:tts']);
+
+/**
+ * Where models run: `process` (the default), one supervised runner process
+ * per loaded model (runtimes/runner); `server`, in the server's own process
+ * (LSERVE_RUNNERS=off: for measuring what the process boundary costs, and
+ * for debugging a family with one process to attach to).
+ */
+export type Isolation = 'process' | 'server';
+
+export function defaultIsolation(value = process.env.LSERVE_RUNNERS): Isolation {
+  if (value === undefined || value === '' || value === 'on') return 'process';
+  if (value === 'off') return 'server';
+  throw new Error(`LSERVE_RUNNERS must be on or off (got '${value}')`);
+}
+
+/** The loader table with every runner-served `${backend}:${kind}` loading through `runners`. */
+export function runnerLoaders(loaders: LoaderTable, runners: Runners): LoaderTable {
+  return Object.fromEntries(
+    Object.entries(loaders).map(([key, load]) => {
+      const loader = IN_SERVER.has(key) ? undefined : runners.loader(key, key.slice(key.indexOf(':') + 1) as ModelKind);
+      return [key, loader ? () => Promise.resolve(loader) : load];
+    }),
+  );
+}
+
 /** The engine with this build's loaders (any option, `loaders` included, may still be overridden). */
 export class Engine extends CoreEngine {
-  constructor(options: Partial<EngineOptions> = {}) {
-    super({ loaders: defaultLoaders, preparers: defaultPreparers, ...options });
+  constructor(options: Partial<EngineOptions> & { isolation?: Isolation } = {}) {
+    const { isolation = defaultIsolation(), ...rest } = options;
+    let runners: Runners | undefined;
+    let engine: CoreEngine | undefined;
+    if (isolation === 'process') {
+      const { home, log } = { ...defaultEngineOptions(), ...rest };
+      runners = new Runners({ home, log, report: (event) => engine?.report(event) });
+    }
+    const loaders = rest.loaders ?? defaultLoaders;
+    super({ preparers: defaultPreparers, processes: runners, ...rest, loaders: runners ? runnerLoaders(loaders, runners) : loaders });
+    engine = this;
     setLlamaAddonHome(this.store.home);
   }
 }

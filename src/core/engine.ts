@@ -29,7 +29,19 @@ export interface EngineOptions {
   loaders: LoaderTable;
   /** Install-time work per `${backend}:${kind}` (`lserve pull`); from the composition root too. */
   preparers: PreparerTable;
+  /** The child processes models run in, when the composition root runs them out of the server's process. */
+  processes?: ModelProcesses;
   log: (message: string) => void;
+}
+
+/** The processes that hold loaded models (runners): what the engine tells them, and how it ends them. */
+export interface ModelProcesses {
+  /** The models with requests on them, whenever that set changes. */
+  setBusy(models: string[]): void;
+  /** Ends every one now (SIGKILL), whatever it is doing. */
+  killAll(): void;
+  /** Their pids, by model id. */
+  pids(): Map<string, number>;
 }
 
 export function defaultEngineOptions(): EngineOptions {
@@ -77,6 +89,7 @@ export class Engine {
           report: (event) => this.events.emit(event),
         },
         log: this.options.log,
+        onBusy: this.options.processes && ((models) => this.options.processes!.setBusy(models)),
       },
       async (model) => {
         const key = loaderKey(model.entry.backend, model.entry.kind);
@@ -154,6 +167,11 @@ export class Engine {
 
   async close(): Promise<void> {
     await this.manager.close();
+  }
+
+  /** Ends every model's process now, not waiting for anything (a shutdown asked for twice). */
+  killProcesses(): void {
+    this.options.processes?.killAll();
   }
 }
 

@@ -29,6 +29,14 @@ export interface LoadOptions {
   log?: (message: string) => void;
   /** Where a runtime reports what happens after the load (a supervised child process restarted): the engine's events. */
   report?: (event: EngineEvent) => void;
+  /**
+   * For a loader that learns what its model will take only once it has
+   * started (a runner asks the family): makes room for that many bytes
+   * (evicting idle models) before the model allocates them.
+   */
+  reserve?: (bytes: number) => Promise<void>;
+  /** The model is gone without an unload (its runner process died): the manager forgets it, and the next request loads it again. */
+  onLost?: () => void;
 }
 
 export interface ContextSizes {

@@ -18,6 +18,8 @@ export interface ManagerOptions {
   maxLoaded: number;
   load: LoadOptions;
   log?: (message: string) => void;
+  /** Called with the ids of the models that have requests on them, whenever that set changes. */
+  onBusy?: (models: string[]) => void;
 }
 
 export interface Lease<M extends LoadedModel = LoadedModel> {
@@ -72,6 +74,7 @@ export class ModelManager {
       slot = await this.startLoad(installed);
     }
     slot.refs++;
+    if (slot.refs === 1) this.busyChanged();
     this.clearTimer(slot);
     if (keepAliveMs !== undefined) slot.keepAliveMs = keepAliveMs;
     let model: LoadedModel;
@@ -79,6 +82,7 @@ export class ModelManager {
       model = await slot.ready;
     } catch (error) {
       slot.refs--;
+      if (slot.refs === 0) this.busyChanged();
       throw error;
     }
     const held = slot;
@@ -116,7 +120,16 @@ export class ModelManager {
     slot.ready = (async () => {
       await evicted;
       this.options.log?.(`loading ${installed.id}`);
-      const options = { ...this.options.load, memoryBudgetBytes: this.options.maxMemoryBytes, log: this.options.log };
+      const options: LoadOptions = {
+        ...this.options.load,
+        memoryBudgetBytes: this.options.maxMemoryBytes,
+        log: this.options.log,
+        reserve: async (bytes) => {
+          slot.estimate = bytes;
+          await this.makeRoom(slot);
+        },
+        onLost: () => this.forget(slot),
+      };
       const model = await loader.load(installed, options).catch(async (error: unknown) => {
         // Logged here, once per failed load, however many requests waited on it; the next request tries again.
         const failure = await describeLoadFailure(installed, error);
@@ -154,6 +167,7 @@ export class ModelManager {
   private release(slot: Slot): void {
     slot.refs--;
     slot.lastUsed = Date.now();
+    if (slot.refs === 0) this.busyChanged();
     if (slot.refs > 0 || this.slots.get(slot.id) !== slot) return;
     if (slot.keepAliveMs === 0) {
       void this.unloadSlot(slot);
@@ -182,6 +196,16 @@ export class ModelManager {
     } catch {
       // a failed load has nothing to dispose
     }
+  }
+
+  /** A model that went away by itself (its runner process died): dropped without an unload; the next request loads it again. */
+  private forget(slot: Slot): void {
+    this.clearTimer(slot);
+    if (this.slots.get(slot.id) === slot) this.slots.delete(slot.id);
+  }
+
+  private busyChanged(): void {
+    this.options.onBusy?.([...this.slots.values()].filter((s) => s.refs > 0).map((s) => s.id));
   }
 
   /** Unloads a model now if it is idle; returns whether it was unloaded. */

@@ -65,7 +65,8 @@ async function complete(s: TestServer, maxTokens: number): Promise<number> {
 
 describe('chat batching across sequences', () => {
   it('decodes 4 concurrent streams in lock step: one token of each per batch, sequences ascending', async () => {
-    server = await startTestServer({ engine: { threads: 1, parallel: 4 } });
+    // In this process: the test counts the batches the family's context decodes.
+    server = await startTestServer({ engine: { threads: 1, parallel: 4, isolation: 'server' } });
     await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
     expect(await complete(server, 1)).toBe(200); // loads the model
     const lease = await server.engine.acquire<LlamaChatModel>(CHAT_MODEL_ID, ['chat']);

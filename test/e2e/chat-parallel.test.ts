@@ -30,7 +30,8 @@ async function complete(s: TestServer): Promise<number> {
 
 describe.each([8, 16])('chat with parallel: %i', (parallel) => {
   it(`serves ${parallel} concurrent first requests, one per sequence, and logs the context it chose`, async () => {
-    server = await startTestServer({ engine: { threads: 1, parallel, maxQueue: 4 } });
+    // In this process: the test reads the context the family created.
+    server = await startTestServer({ engine: { threads: 1, parallel, maxQueue: 4, isolation: 'server' } });
     await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
     const statuses = await Promise.all(Array.from({ length: parallel }, () => complete(server!)));
     expect(statuses).toEqual(Array(parallel).fill(200));

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Engine, type EngineOptions } from '../../src/compose.js';
+import { Engine, type EngineOptions, type Isolation } from '../../src/compose.js';
 import { startServer, type RunningServer } from '../../src/http/server.js';
 import type { ServerOptions } from '../../src/http/context.js';
 
@@ -15,7 +15,7 @@ export interface TestServer extends RunningServer {
 
 /** A real server on an ephemeral loopback port with a fresh, empty model store. */
 export async function startTestServer(
-  options: { engine?: Partial<EngineOptions>; server?: Partial<ServerOptions>; home?: string } = {},
+  options: { engine?: Partial<EngineOptions> & { isolation?: Isolation }; server?: Partial<ServerOptions>; home?: string } = {},
 ): Promise<TestServer> {
   const home = options.home ?? (await mkdtemp(path.join(os.tmpdir(), 'lserve-test-')));
   const logs: string[] = [];

@@ -20,7 +20,8 @@ let engine: Engine;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-sd-lazy-'));
-  engine = new Engine({ home: path.join(dir, 'home'), threads: 1, keepAliveMs: -1 });
+  // In this process: the test reads the pipeline's sessions.
+  engine = new Engine({ home: path.join(dir, 'home'), threads: 1, keepAliveMs: -1, isolation: 'server' });
   await engine.store.registerDirectory(await tinySdTurboModel(), { kind: 'image', id: 'sd-lazy' });
 });
 

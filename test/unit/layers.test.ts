@@ -154,7 +154,8 @@ function findCycles(edges: readonly Edge[]): string[] {
 
 /** The layer a file of src/ belongs to: `core`, `core/tasks`, `families/<name>`, `runtimes/<name>`, … */
 function layerOf(file: string): string {
-  if (file === 'src/compose.ts') return 'compose';
+  // The runner's entry is the composition root of a runner process.
+  if (file === 'src/compose.ts' || file === 'src/runner.ts') return 'compose';
   const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|audio|image|ui)\//.exec(file);
   return m ? m[1] : 'unknown';
 }

@@ -69,7 +69,8 @@ let release: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
   home = await mkdtemp(path.join(os.tmpdir(), 'lserve-whisper-golden-'));
-  engine = new Engine({ home, log: () => {}, threads: 1 });
+  // The family's own runtime in this process: the test calls its internals (runners serve only the task interface).
+  engine = new Engine({ home, log: () => {}, threads: 1, isolation: 'server' });
   await engine.store.registerDirectory(GOLDEN, { kind: 'asr', id: 'whisper-golden' });
   ({ runtime, release } = await holdModel<WhisperRuntime & Transcriber>(engine, 'whisper-golden', ['asr']));
 });

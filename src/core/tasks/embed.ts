@@ -15,10 +15,10 @@ export interface EmbeddingModel extends LoadedModel {
   readonly maxInputTokens: number;
   /** Token ids must be below this. */
   readonly vocabularySize: number;
-  /** Text → token ids, without the special tokens the model adds. */
-  tokenize(text: string): number[];
-  /** Tokens the model evaluates for these ids: with its BOS/CLS and EOS/SEP. */
-  evaluatedLength(tokens: readonly number[]): number;
+  /** Texts → token ids, without the special tokens the model adds (batched: one call per request, wherever the model runs). */
+  tokenize(texts: readonly string[]): Promise<number[][]>;
+  /** Tokens the model evaluates for each input's ids: with its BOS/CLS and EOS/SEP. */
+  evaluatedLengths(inputs: readonly (readonly number[])[]): Promise<number[]>;
   /** One vector per input; all inputs are evaluated together, spread over the model's contexts. */
   embed(inputs: readonly number[][], signal: AbortSignal): Promise<Float32Array[]>;
 }
@@ -64,25 +64,28 @@ function checkDimensions(model: EmbeddingModel, installed: InstalledModel, dimen
   return dimensions;
 }
 
-/** Token ids of one input, checked against the vocabulary and the context. */
-function prepareInput(model: EmbeddingModel, installed: InstalledModel, input: string | number[], index: number, truncate: boolean): number[] {
-  const param = `input.${index}`;
-  let tokens: number[];
-  if (typeof input === 'string') {
-    tokens = model.tokenize(input);
-  } else {
+/** Token ids of every input: texts tokenized (in one call), ids given by the client checked against the vocabulary. */
+async function tokensOf(model: EmbeddingModel, installed: InstalledModel, inputs: EmbedRequest['inputs']): Promise<number[][]> {
+  const texts = inputs.filter((input): input is string => typeof input === 'string');
+  const tokenized = texts.length ? await model.tokenize(texts) : [];
+  let next = 0;
+  return inputs.map((input, index) => {
+    if (typeof input === 'string') return tokenized[next++]!;
     const bad = input.find((id) => id >= model.vocabularySize);
     if (bad !== undefined) {
-      throw new InvalidRequestError(`Input ${index} has token id ${bad}; model '${installed.id}' has ${model.vocabularySize} tokens.`, { param, code: 'invalid_value' });
+      throw new InvalidRequestError(`Input ${index} has token id ${bad}; model '${installed.id}' has ${model.vocabularySize} tokens.`, { param: `input.${index}`, code: 'invalid_value' });
     }
-    tokens = input;
-  }
-  const length = model.evaluatedLength(tokens);
+    return input;
+  });
+}
+
+/** One input's tokens checked against the context: `length` is what the model evaluates for them. */
+function fitInput(model: EmbeddingModel, installed: InstalledModel, tokens: number[], length: number, index: number, truncate: boolean): number[] {
   if (length <= model.maxInputTokens) return tokens;
   if (!truncate) {
     throw new InvalidRequestError(
       `Input ${index} is ${length} tokens, more than the ${model.maxInputTokens} that model '${installed.id}' accepts. Shorten it or pass "truncate": true.`,
-      { param, code: 'context_length_exceeded' },
+      { param: `input.${index}`, code: 'context_length_exceeded' },
     );
   }
   // The special tokens the model adds stay; the text is cut at the end.
@@ -100,8 +103,11 @@ export function normalize(vector: Float32Array): Float32Array {
 
 export async function embed(model: EmbeddingModel, installed: InstalledModel, request: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
   const dimensions = checkDimensions(model, installed, request.dimensions);
-  const inputs = request.inputs.map((input, i) => prepareInput(model, installed, input, i, request.truncate));
-  const promptTokens = inputs.reduce((sum, tokens) => sum + model.evaluatedLength(tokens), 0);
+  const tokens = await tokensOf(model, installed, request.inputs);
+  const lengths = await model.evaluatedLengths(tokens);
+  const inputs = tokens.map((t, i) => fitInput(model, installed, t, lengths[i]!, i, request.truncate));
+  const cut = inputs.some((t, i) => t !== tokens[i]);
+  const promptTokens = (cut ? await model.evaluatedLengths(inputs) : lengths).reduce((sum, n) => sum + n, 0);
   const raw = await model.embed(inputs, signal);
   const vectors = raw.map((v) => normalize(dimensions < v.length ? v.slice(0, dimensions) : v));
   return { vectors, promptTokens };

@@ -10,10 +10,10 @@ import type { InstalledModel } from '../store.js';
 export interface RankingModel extends LoadedModel {
   /** Longest query + document pair the model evaluates, in tokens, special tokens included. */
   readonly maxInputTokens: number;
-  /** Text → token ids as the model reads a query or document. */
-  tokenize(text: string): number[];
-  /** Tokens evaluated for this pair: query, document and the model's separators/template. */
-  pairLength(query: readonly number[], document: readonly number[]): number;
+  /** Texts → token ids as the model reads a query or document (batched: one call per request, wherever the model runs). */
+  tokenize(texts: readonly string[]): Promise<number[][]>;
+  /** Tokens evaluated for the query with each document: both, and the model's separators/template. */
+  pairLengths(query: readonly number[], documents: readonly (readonly number[])[]): Promise<number[]>;
   /** Relevance (0–1) of each document; all documents are evaluated together, spread over the model's contexts. */
   score(query: readonly number[], documents: readonly number[][], signal: AbortSignal): Promise<number[]>;
 }
@@ -38,8 +38,7 @@ export interface RerankResult {
   promptTokens: number;
 }
 
-function fitDocument(model: RankingModel, installed: InstalledModel, query: number[], document: number[], index: number, truncate: boolean): number[] {
-  const length = model.pairLength(query, document);
+function fitDocument(model: RankingModel, installed: InstalledModel, document: number[], length: number, index: number, truncate: boolean): number[] {
   if (length <= model.maxInputTokens) return document;
   if (!truncate) {
     throw new InvalidRequestError(
@@ -51,18 +50,19 @@ function fitDocument(model: RankingModel, installed: InstalledModel, query: numb
 }
 
 export async function rerank(model: RankingModel, installed: InstalledModel, request: RerankTaskRequest, signal: AbortSignal): Promise<RerankResult> {
-  const query = model.tokenize(request.query);
+  const [query, ...tokenized] = await model.tokenize([request.query, ...request.documents]);
   // The query must leave room for at least one document token.
-  const queryLength = model.pairLength(query, [query[0] ?? 0]);
-  if (queryLength > model.maxInputTokens) {
-    throw new InvalidRequestError(`The query is ${queryLength - 1} tokens, too long for model '${installed.id}' (${model.maxInputTokens} tokens with a document).`, {
+  const [queryLength, ...lengths] = await model.pairLengths(query!, [[query![0] ?? 0], ...tokenized]);
+  if (queryLength! > model.maxInputTokens) {
+    throw new InvalidRequestError(`The query is ${queryLength! - 1} tokens, too long for model '${installed.id}' (${model.maxInputTokens} tokens with a document).`, {
       param: 'query',
       code: 'context_length_exceeded',
     });
   }
-  const documents = request.documents.map((text, i) => fitDocument(model, installed, query, model.tokenize(text), i, request.truncate));
-  const promptTokens = documents.reduce((sum, document) => sum + model.pairLength(query, document), 0);
-  const scores = await model.score(query, documents, signal);
+  const documents = tokenized.map((document, i) => fitDocument(model, installed, document, lengths[i]!, i, request.truncate));
+  const cut = documents.some((d, i) => d !== tokenized[i]);
+  const promptTokens = (cut ? await model.pairLengths(query!, documents) : lengths).reduce((sum, n) => sum + n, 0);
+  const scores = await model.score(query!, documents, signal);
   const results = scores
     .map((score, index) => ({ index, score }))
     .sort((a, b) => b.score - a.score || a.index - b.index)

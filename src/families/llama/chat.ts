@@ -21,7 +21,7 @@ import { loadGguf, runtimeBuild, threadsFor, vocabularySize } from '../../runtim
 import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from '../../runtimes/llama/context-plan.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
-import { PushQueue } from './chat-stream.js';
+import { PushQueue } from '../../core/push-queue.js';
 import { ChatWrappers } from './chat-wrapper.js';
 import { installDecodeGate, type DecodeGate } from '../../runtimes/llama/decode-gate.js';
 

@@ -25,13 +25,13 @@ class LlamaEmbedder implements EmbeddingModel {
     this.vocabularySize = vocabularySize(pool.model);
   }
 
-  tokenize(text: string): number[] {
-    return this.pool.model.tokenize(text);
+  async tokenize(texts: readonly string[]): Promise<number[][]> {
+    return texts.map((text) => this.pool.model.tokenize(text));
   }
 
-  evaluatedLength(tokens: readonly number[]): number {
+  async evaluatedLengths(inputs: readonly (readonly number[])[]): Promise<number[]> {
     // Counts the BOS/CLS and EOS/SEP tokens the context adds, exactly as it will.
-    return this.pool.contexts[0]!.calculateInputLength(tokens as Token[]);
+    return inputs.map((tokens) => this.pool.contexts[0]!.calculateInputLength(tokens as Token[]));
   }
 
   embed(inputs: readonly number[][], signal: AbortSignal): Promise<Float32Array[]> {

@@ -22,13 +22,13 @@ class LlamaReranker implements RankingModel {
     this.maxInputTokens = pool.contextSize - 1;
   }
 
-  tokenize(text: string): number[] {
+  async tokenize(texts: readonly string[]): Promise<number[][]> {
     // As the ranking context tokenizes text it is given (a leading space dropped).
-    return this.pool.model.tokenize(text, false, 'trimLeadingSpace');
+    return texts.map((text) => this.pool.model.tokenize(text, false, 'trimLeadingSpace'));
   }
 
-  pairLength(query: readonly number[], document: readonly number[]): number {
-    return this.pool.contexts[0]!.calculateInputLength(query as Token[], document as Token[]);
+  async pairLengths(query: readonly number[], documents: readonly (readonly number[])[]): Promise<number[]> {
+    return documents.map((document) => this.pool.contexts[0]!.calculateInputLength(query as Token[], document as Token[]));
   }
 
   score(query: readonly number[], documents: readonly number[][], signal: AbortSignal): Promise<number[]> {

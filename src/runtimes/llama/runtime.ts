@@ -45,6 +45,25 @@ export function setLlamaAddonHome(home: string): void {
   addonHome = home;
 }
 
+/** Whether the threadpool addon's pools spin between decodes (its default) or sleep as soon as a decode ends. */
+let polling = true;
+const created = new Set<Llama>();
+
+/**
+ * Lets the persistent threadpools of this process spin between decodes, or
+ * not: spinning is worth a few percent of decode speed while chat decoding is
+ * all the machine does, and costs a core to any other work. Applies to every
+ * runtime, now and later; the prebuilt binary has no persistent pool.
+ */
+export function setThreadpoolPolling(on: boolean): void {
+  polling = on;
+  for (const runtime of created) applyPolling(runtime);
+}
+
+function applyPolling(runtime: Llama): void {
+  (runtime as unknown as { _bindings?: { AddonContext?: { setThreadpoolPolling?: (on: boolean) => void } } })._bindings?.AddonContext?.setThreadpoolPolling?.(polling);
+}
+
 /**
  * LSERVE_LLAMA_BUILD, validated; unset, the threadpool addon when one is built
  * for this install and the CPU runs the model, else the prebuilt binary.
@@ -134,6 +153,8 @@ async function createRuntime(choice: LlamaBuildChoice, addon: string | undefined
   // llama.cpp's own tools default to the math-core count; so do we.
   runtime.maxThreads = runtime.cpuMathCores;
   buildOf.set(runtime, choice);
+  created.add(runtime);
+  applyPolling(runtime);
   return runtime;
 }
 

@@ -1,0 +1,179 @@
+import type { ModelKind } from '../../core/catalog.js';
+import { ModelLoadError, ServerError } from '../../core/errors.js';
+import type { EngineEvent } from '../../core/events.js';
+import { JobQueue } from '../../core/job-queue.js';
+import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
+import type { InstalledModel } from '../../core/store.js';
+import { describeExit, RunnerProcess, type RunnerExit } from './process.js';
+import type { FromRunner } from './protocol.js';
+import { SURFACES, type Surface } from './surfaces.js';
+
+/**
+ * Supervised runner processes, one per loaded model, as Ollama's runners and
+ * LocalAI's backends: the server keeps HTTP, scheduling, leases, queues and
+ * the store; a runner holds the native runtime (llama.cpp, ONNX Runtime) of
+ * one model and serves its task interface (surfaces.ts) over IPC. So:
+ *
+ * - unloading a model ends its process, and its memory goes back to the
+ *   system whatever the runtime kept;
+ * - a native fault (a crash, a CPU feature the machine only claims to have)
+ *   ends one runner: the requests it held fail with a 500 naming the model,
+ *   one log line says how it ended with its last output, the model manager
+ *   forgets it, and the next request starts a new runner — after a backoff
+ *   that doubles with each crash in a row, so a model that always crashes
+ *   does not spin the machine;
+ * - shutdown can always end: `killAll` ends every runner at once, whatever a
+ *   native thread is doing.
+ *
+ * llama.cpp's persistent threadpools spin between decodes; `setBusy` tells
+ * each runner whether it may (only while its model is the one thing working).
+ */
+
+export interface RunnersOptions {
+  /** The lserve home (where the llama.cpp binaries are put). */
+  home: string;
+  log: (message: string) => void;
+  report: (event: EngineEvent) => void;
+}
+
+/** First restart delay after a crash; doubled for each further crash in a row, up to MAX_BACKOFF_MS. */
+const FIRST_BACKOFF_MS = 250;
+const MAX_BACKOFF_MS = 15_000;
+/** A runner that ran this long before it died starts its model's crash count afresh. */
+const STABLE_MS = 60_000;
+
+interface CrashRecord {
+  /** Crashes in a row. */
+  count: number;
+  /** When the last one happened (ms since epoch). */
+  at: number;
+}
+
+interface RunnerState {
+  model: string;
+  /** A llama.cpp runner: its threadpool may spin (`polling`) while its model is the only one working. */
+  llama: boolean;
+  polling: boolean;
+}
+
+export class Runners {
+  private readonly runners = new Map<RunnerProcess, RunnerState>();
+  private readonly crashes = new Map<string, CrashRecord>();
+  private busy = new Set<string>();
+
+  constructor(private readonly options: RunnersOptions) {}
+
+  /** A loader that loads `${backend}:${kind}` models in runners; undefined for kinds that do not run in them. */
+  loader(loaderKey: string, kind: ModelKind): Loader | undefined {
+    const surface = SURFACES[kind];
+    return surface && { load: (installed, options) => this.load(loaderKey, surface, installed, options) };
+  }
+
+  /** Runner processes alive now, by model id. */
+  pids(): Map<string, number> {
+    const pids = new Map<string, number>();
+    for (const [runner, { model }] of this.runners) if (runner.pid !== undefined) pids.set(model, runner.pid);
+    return pids;
+  }
+
+  /** Ends every runner now (SIGKILL), whatever it is doing: the last step of a shutdown that must not wait. */
+  killAll(): void {
+    for (const runner of this.runners.keys()) runner.kill();
+  }
+
+  /**
+   * The models with requests on them. llama.cpp's threadpool of a model may
+   * spin between decodes only while its model is the only one working: any
+   * other work (another model's runner, a sherpa-onnx process) would lose a
+   * core to the spinning.
+   */
+  setBusy(models: Iterable<string>): void {
+    this.busy = new Set(models);
+    for (const [runner, state] of this.runners) this.updatePolling(runner, state);
+  }
+
+  private updatePolling(runner: RunnerProcess, state: RunnerState): void {
+    const polling = state.llama && this.busy.size === 1 && this.busy.has(state.model);
+    if (polling === state.polling) return;
+    state.polling = polling;
+    runner.send({ t: 'polling', on: polling });
+  }
+
+  private async load(loaderKey: string, surface: Surface, installed: InstalledModel, options: LoadOptions): Promise<LoadedModel> {
+    await this.backoff(installed.id);
+    const log = options.log ?? this.options.log;
+    const started = Date.now();
+    let loaded = false;
+    const runner: RunnerProcess = new RunnerProcess({
+      model: installed.id,
+      log,
+      lostCall: (how) =>
+        loaded
+          ? new ServerError(`Model '${installed.id}' stopped while serving this request: its runner process ${how}. It is started again on the next request.`, { code: 'runner_crashed' })
+          : new ModelLoadError(`Model '${installed.id}' could not be loaded: its runner process ${how} while loading it.`),
+      onExit: (exit) => {
+        this.runners.delete(runner);
+        if (!exit.expected) this.crashed(runner, installed.id, exit, started, loaded, log);
+        if (!exit.expected && loaded) options.onLost?.();
+      },
+    });
+    // Runners start with polling off (runner.ts): it is turned on when their model is all that works.
+    this.runners.set(runner, { model: installed.id, llama: installed.entry.backend === 'llama', polling: false });
+    if (this.crashes.has(installed.id)) this.options.report({ type: 'restart', process: `runner ${installed.id}` });
+    try {
+      const ready = (await runner.request({ t: 'init', loaderKey, installed, home: this.options.home }, 'ready')) as Extract<FromRunner, { t: 'ready' }>;
+      if (ready.estimate !== undefined) await options.reserve?.(ready.estimate);
+      const wireOptions = { threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue, contextSizes: options.contextSizes, memoryBudgetBytes: options.memoryBudgetBytes };
+      const model = (await runner.request({ t: 'load', options: wireOptions, surface }, 'loaded')) as Extract<FromRunner, { t: 'loaded' }>;
+      loaded = true;
+      const state = this.runners.get(runner);
+      if (state) this.updatePolling(runner, state);
+      return proxy(runner, surface, installed, model, options);
+    } catch (error) {
+      runner.kill();
+      await runner.whenExited();
+      throw error;
+    }
+  }
+
+  /** Waits out the backoff after a model's last crashes. */
+  private async backoff(model: string): Promise<void> {
+    const crash = this.crashes.get(model);
+    if (!crash) return;
+    const delay = Math.min(FIRST_BACKOFF_MS * 2 ** (crash.count - 1), MAX_BACKOFF_MS) - (Date.now() - crash.at);
+    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+
+  /** A runner ended without being asked to: counted for the backoff, and said once, with how and its last output. */
+  private crashed(runner: RunnerProcess, model: string, exit: RunnerExit, started: number, loaded: boolean, log: (message: string) => void): void {
+    const previous = this.crashes.get(model);
+    const stable = Date.now() - started > STABLE_MS;
+    this.crashes.set(model, { count: stable || !previous ? 1 : previous.count + 1, at: Date.now() });
+    const what = loaded ? `${exit.lostCalls} request${exit.lostCalls === 1 ? '' : 's'} in flight failed` : 'while loading';
+    const output = exit.output.length ? `; its last output: ${exit.output.slice(-5).join(' | ')}` : '';
+    log(`the runner of ${model} (pid ${runner.pid}) ${describeExit(exit.code, exit.signal)}: ${what}; it is started again on the next request${output}`);
+  }
+}
+
+/**
+ * The server's stand-in for a model in a runner: its properties, its
+ * methods (each a call over the channel), its parts, its live properties
+ * (getters over what the runner last reported), and a job queue of the
+ * server's own where its kind has one. A plain object, so that it can itself
+ * be handed to another model's call (a latent decoder to an image model).
+ */
+function proxy(runner: RunnerProcess, surface: Surface, installed: InstalledModel, loaded: Extract<FromRunner, { t: 'loaded' }>, options: LoadOptions): LoadedModel {
+  const model: Record<string, unknown> = { ...loaded.props };
+  const streams = new Set<string>(surface.streams ?? []);
+  for (const name of loaded.methods) model[name] = streams.has(name) ? (...args: unknown[]) => runner.stream(name, args) : (...args: unknown[]) => runner.call(name, args);
+  for (const [part, methods] of Object.entries(loaded.parts)) {
+    model[part] = Object.fromEntries(methods.map((name) => [name, (...args: unknown[]) => runner.call(`${part}.${name}`, args)]));
+  }
+  Object.assign(runner.live, loaded.live);
+  const hidden = (name: string, descriptor: PropertyDescriptor) => Object.defineProperty(model, name, { ...descriptor, enumerable: false });
+  for (const name of surface.live ?? []) hidden(name, { get: () => runner.live[name] });
+  if (surface.queue) hidden('queue', { value: new JobQueue(options.maxQueue ?? 16, `${surface.queue} '${installed.id}'`) });
+  hidden('pid', { value: runner.pid });
+  model.dispose = () => runner.dispose();
+  return model as unknown as LoadedModel;
+}

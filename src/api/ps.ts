@@ -7,6 +7,10 @@ export interface RunningModel {
   kind: string;
   /** Memory the model holds, in bytes (the runtime's estimate). */
   memory_bytes: number;
+  /** The runner process that holds the model; null when it runs in the server's process (LSERVE_RUNNERS=off, sherpa-onnx models). */
+  pid: number | null;
+  /** That process's resident memory, in bytes, as the system counts it (Linux); null when unknown. */
+  rss_bytes: number | null;
   /** Requests being served by the model now. */
   active_requests: number;
   /** Requests waiting for it: for a free chat sequence, or their turn in its job queue. */

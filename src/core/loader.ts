@@ -11,6 +11,8 @@ export interface LoadedModel {
   readonly memoryBytes: number;
   /** Requests waiting for this model right now, when it keeps a line of its own (chat: for a free sequence). */
   readonly queued?: number;
+  /** The process that holds the model, when it is not the server's own (a runner). */
+  readonly pid?: number;
   dispose(): Promise<void>;
 }
 

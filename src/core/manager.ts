@@ -37,6 +37,8 @@ export interface LoadedInfo {
   activeRequests: number;
   /** Of those, the requests waiting in the model's own line (a free chat sequence, a turn of the job queue). */
   queued: number;
+  /** The runner process that holds it; undefined when it runs in this process. */
+  pid?: number;
   /** When the load finished (ms since epoch). */
   loadedAt: number;
   lastUsed: number;
@@ -164,11 +166,32 @@ export class ModelManager {
     await Promise.all(unloads);
   }
 
+  /**
+   * Unloads idle models, least recently used first, while more are loaded
+   * than the limits allow: a load that found every other model busy went over
+   * them, and the models it could not evict then are idle now.
+   */
+  private trim(): void {
+    const loaded = () => [...this.slots.values()];
+    // One model alone over the memory budget stays: it was loaded anyway, as the only one.
+    const over = () => loaded().length > this.options.maxLoaded || (loaded().length > 1 && loaded().reduce((sum, s) => sum + s.estimate, 0) > this.options.maxMemoryBytes);
+    while (over()) {
+      const idle = loaded()
+        .filter((s) => s.refs === 0 && s.model)
+        .sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      if (!idle) return;
+      this.options.log?.(`unloading ${idle.id}: more models are loaded than --max-loaded or --max-memory allow`);
+      void this.unloadSlot(idle);
+    }
+  }
+
   private release(slot: Slot): void {
     slot.refs--;
     slot.lastUsed = Date.now();
     if (slot.refs === 0) this.busyChanged();
     if (slot.refs > 0 || this.slots.get(slot.id) !== slot) return;
+    this.trim();
+    if (this.slots.get(slot.id) !== slot) return;
     if (slot.keepAliveMs === 0) {
       void this.unloadSlot(slot);
     } else if (slot.keepAliveMs > 0) {
@@ -225,6 +248,7 @@ export class ModelManager {
         memoryBytes: s.estimate,
         activeRequests: s.refs,
         queued: queueDepth(s.model!),
+        pid: s.model!.pid,
         loadedAt: s.loadedAt,
         lastUsed: s.lastUsed,
         expiresAt: s.expiresAt,

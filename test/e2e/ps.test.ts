@@ -47,7 +47,7 @@ describe('lserve ps', () => {
     expect(await res.json()).toEqual({ models: [] });
     const table = await ps(server);
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/^ID\s+KIND\s+MEMORY\s+ACTIVE\s+QUEUED\s+UNTIL\n/);
+    expect(table.stdout).toMatch(/^ID\s+KIND\s+PID\s+MEMORY\s+ACTIVE\s+QUEUED\s+UNTIL\n/);
     expect(table.stdout).toContain('No models loaded.');
   });
 
@@ -65,6 +65,10 @@ describe('lserve ps', () => {
     const model = body.models[0]!;
     expect(model).toMatchObject({ id: CHAT_MODEL_ID, kind: 'chat', active_requests: 0, queued: 0 });
     expect(model.memory_bytes).toBeGreaterThan(0);
+    // The model runs in a runner process of its own, whose resident memory the system reports.
+    expect(model.pid).toEqual(expect.any(Number));
+    expect(model.pid).not.toBe(process.pid);
+    expect(model.rss_bytes).toBeGreaterThan(10 * 1024 * 1024);
     expect(Date.parse(model.loaded_at)).toBeLessThanOrEqual(Date.now());
     // The server's keep-alive is 10 minutes, counted from the end of the request.
     const left = Date.parse(model.expires_at!) - Date.now();
@@ -74,7 +78,7 @@ describe('lserve ps', () => {
     const json = await ps(server, ['--json']);
     expect(json.code).toBe(0);
     const listed = JSON.parse(json.stdout) as RunningModel[];
-    expect(listed).toEqual([{ ...model, expires_at: listed[0]!.expires_at }]);
+    expect(listed).toEqual([{ ...model, expires_at: listed[0]!.expires_at, rss_bytes: listed[0]!.rss_bytes }]);
     expect(Date.parse(listed[0]!.expires_at!)).toBeGreaterThanOrEqual(Date.parse(model.expires_at!));
 
     const table = await ps(server);
@@ -82,9 +86,9 @@ describe('lserve ps', () => {
     expect(table.stderr).toBe('');
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(/^ID\s+KIND\s+MEMORY\s+ACTIVE\s+QUEUED\s+UNTIL$/);
-    // e.g. "qwen3-test  chat  311 MB  0  0  10 minutes from now"
-    expect(lines[1]).toMatch(new RegExp(`^${CHAT_MODEL_ID}\\s+chat\\s+\\d+(\\.\\d)? [KMG]B\\s+0\\s+0\\s+(9|10) minutes from now$`));
+    expect(lines[0]).toMatch(/^ID\s+KIND\s+PID\s+MEMORY\s+ACTIVE\s+QUEUED\s+UNTIL$/);
+    // e.g. "qwen3-test  chat  4242  311 MB  0  0  10 minutes from now"
+    expect(lines[1]).toMatch(new RegExp(`^${CHAT_MODEL_ID}\\s+chat\\s+${model.pid}\\s+\\d+(\\.\\d)? [KMG]B\\s+0\\s+0\\s+(9|10) minutes from now$`));
     // The columns line up under the header.
     expect(lines[1]!.indexOf('chat')).toBe(lines[0]!.indexOf('KIND'));
   });

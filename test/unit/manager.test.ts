@@ -117,6 +117,53 @@ describe('ModelManager', () => {
     expect(loader.events.slice(2).sort()).toEqual(['dispose a', 'dispose b']);
   });
 
+  it('unloads what a load could not evict once it is idle, so the limits hold again', async () => {
+    const loader = new RecordingLoader();
+    const m = manager(loader, { maxLoaded: 2 });
+    const a = await m.acquire(model('a'));
+    const b = await m.acquire(model('b'));
+    const c = await m.acquire(model('c')); // a and b are busy: three loaded for now
+    expect(m.loaded()).toHaveLength(3);
+    a.release(); // the limit holds again without a
+    await sleep(1);
+    expect(loader.events).toEqual(['load a', 'load b', 'load c', 'dispose a']);
+    b.release(); // two loaded, none over
+    c.release();
+    await sleep(1);
+    expect(m.loaded().map((x) => x.id).sort()).toEqual(['b', 'c']);
+    await m.close();
+  });
+
+  it('forgets a model that went away by itself (its runner died), and loads it again on the next request', async () => {
+    const loader = new RecordingLoader();
+    let lost: (() => void) | undefined;
+    const m = new ModelManager({ keepAliveMs: 60_000, maxMemoryBytes: 1000, maxLoaded: 10, load: { threads: 0 } }, async () => ({
+      load: async (installed, options) => {
+        lost = options.onLost;
+        return loader.load(installed);
+      },
+    }));
+    const lease = await m.acquire(model('a'));
+    lost!();
+    expect(m.loaded()).toEqual([]);
+    lease.release(); // a lease of the lost model ends without trouble
+    (await m.acquire(model('a'))).release();
+    expect(loader.events).toEqual(['load a', 'load a']);
+    await m.close();
+  });
+
+  it('reports which models have requests on them as that changes', async () => {
+    const loader = new RecordingLoader();
+    const busy: string[][] = [];
+    const m = manager(loader, { onBusy: (models) => busy.push([...models].sort()) });
+    const a = await m.acquire(model('a'));
+    const b = await m.acquire(model('b'));
+    a.release();
+    b.release();
+    expect(busy).toEqual([['a'], ['a', 'b'], ['b'], []]);
+    await m.close();
+  });
+
   it('forgets a failed load so the next request retries', async () => {
     const loader = new RecordingLoader();
     loader.failNext = true;

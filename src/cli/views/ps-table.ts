@@ -3,12 +3,13 @@ import { formatBytes } from '../../core/units.js';
 
 /** The `lserve ps` table: the running server's loaded models, aligned like `lserve list`'s plain table. */
 
-export const PS_HEADER = ['ID', 'KIND', 'MEMORY', 'ACTIVE', 'QUEUED', 'UNTIL'] as const;
+export const PS_HEADER = ['ID', 'KIND', 'PID', 'MEMORY', 'ACTIVE', 'QUEUED', 'UNTIL'] as const;
 
 export const PS_EMPTY_HINT = 'No models loaded. A model loads with the first request that names it.';
 
+/** PID: the model's runner process ('-' in the server's); MEMORY: that process's resident memory, else the runtime's estimate. */
 export function psCells(model: RunningModel, now: number): string[] {
-  return [model.id, model.kind, formatBytes(model.memory_bytes), String(model.active_requests), String(model.queued), until(model, now)];
+  return [model.id, model.kind, model.pid === null ? '-' : String(model.pid), formatBytes(model.rss_bytes ?? model.memory_bytes), String(model.active_requests), String(model.queued), until(model, now)];
 }
 
 /** When the model unloads: "4 minutes from now"; "in use" while requests hold it; "forever" when kept loaded (keep-alive -1). */

@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import type { RunningModel, RunningModelList } from '../../api/ps.js';
+import { residentBytes } from '../../core/process-memory.js';
 import type { ServerContext } from '../context.js';
 
 /**
@@ -20,6 +21,8 @@ export function psRouter({ engine }: ServerContext): Router {
         id: m.id,
         kind: m.kind,
         memory_bytes: m.memoryBytes,
+        pid: m.pid ?? null,
+        rss_bytes: m.pid === undefined ? null : (residentBytes(m.pid) ?? null),
         active_requests: Math.max(0, m.activeRequests - m.queued),
         queued: m.queued,
         loaded_at: new Date(m.loadedAt).toISOString(),

@@ -17,7 +17,7 @@ import type { Loader, LoadOptions } from '../../core/loader.js';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
-import { loadGguf, runtimeBuild, threadsFor, vocabularySize } from '../../runtimes/llama/runtime.js';
+import { describeRuntime, loadGguf, threadsFor, vocabularySize } from '../../runtimes/llama/runtime.js';
 import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from '../../runtimes/llama/context-plan.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { QueueFullError, SlotPool } from './chat-slots.js';
@@ -326,7 +326,7 @@ export const chatLoader: Loader<LlamaChatModel> = {
       await model.dispose();
       throw error;
     }
-    log(`${describePlan(installed.id, plan, request)}; llama.cpp binary: ${runtimeBuild(model.llama)}`);
+    log(`${describePlan(installed.id, plan, request)}; llama.cpp binary: ${describeRuntime(model.llama)}`);
     const started = Date.now();
     let context: LlamaContext;
     try {

@@ -3,7 +3,7 @@ import type { LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/loader.js';
 import type { InstalledModel } from '../../core/store.js';
 import { contextBudget, describePlan, estimateContextBytes, planContext, requestedContext } from './context-plan.js';
-import { loadGguf, vocabularySize } from './runtime.js';
+import { describeRuntime, loadGguf, vocabularySize } from './runtime.js';
 
 /**
  * How the embedding and rerank loaders split the CPU: several contexts of
@@ -154,7 +154,7 @@ export async function loadContextPool<C extends { dispose(): Promise<void> }>(
       budgetBytes: contextBudget(model, options),
       weightBytes: model.size,
     });
-    options.log?.(describePlan(installed.id, plan, request));
+    options.log?.(`${describePlan(installed.id, plan, request)}; llama.cpp binary: ${describeRuntime(model.llama)}`);
     const threads = Math.max(1, Math.floor(split.threads / plan.contexts));
     for (let i = 0; i < plan.contexts; i++) contexts.push(await create(model, { contextSize: plan.contextSize, batchSize: plan.batchSize, threads }));
     return new ContextPool(model, contexts, plan.contextSize, plan.bytes);

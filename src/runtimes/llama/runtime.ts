@@ -1,11 +1,14 @@
 import { createRequire } from 'node:module';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Llama, LlamaLogLevel as LlamaLogLevelValue, LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/loader.js';
 import { defaultHome } from '../../core/store.js';
+import { amxVerdict, type AmxVerdict } from './amx.js';
+import { loadedVariant, withoutAmxVariants } from './cpu-variants.js';
 import { threadpoolAddon } from './shipped-addon.js';
-import { buildMetadataOf } from './threadpool-addon.js';
+import { addonSources, buildMetadataOf } from './threadpool-addon.js';
 
 /**
  * The llama.cpp binding, shared by the chat, embedding and rerank loaders.
@@ -34,8 +37,8 @@ export type LlamaBuildChoice = 'threadpool' | 'prebuilt' | 'lastBuild' | 'auto';
 const CHOICES: readonly LlamaBuildChoice[] = ['threadpool', 'prebuilt', 'lastBuild', 'auto'];
 
 const runtimes = new Map<string, Promise<Llama>>();
-/** The binary each runtime was created from (a threadpool addon that failed to load is a prebuilt runtime). */
-const buildOf = new WeakMap<Llama, LlamaBuildChoice>();
+/** What each runtime was created from: the binary (a threadpool addon that failed to load is a prebuilt runtime), the CPU variant ggml chose, and the verdict on AMX. */
+const factsOf = new WeakMap<Llama, { build: LlamaBuildChoice; variant?: string; amx: AmxVerdict }>();
 /** The binary of the runtime handed out last. */
 let lastHandedOut: LlamaBuildChoice | undefined;
 /** Where threadpool addons are built and found: the lserve home (set by the engine). */
@@ -114,7 +117,7 @@ export async function getRuntime(): Promise<Llama> {
     }
   }
   const resolved = await runtime;
-  lastHandedOut = buildOf.get(resolved);
+  lastHandedOut = factsOf.get(resolved)?.build;
   return resolved;
 }
 
@@ -139,12 +142,18 @@ async function createRuntime(choice: LlamaBuildChoice, addon: string | undefined
       Llama.defaultConsoleLogger(level, message);
     },
   };
+  // AMX refused (amx.ts): the addon is loaded from a view of its folder without the AMX variants.
+  const amx = await amxVerdict(addonHome, () => threadpoolAddon(addonHome));
+  const withoutAmx = (file: string) => (amx.state === 'refused' ? withoutAmxVariants(file, addonHome) : Promise.resolve(file));
+  const prebuiltFolder = amx.state === 'refused' && choice === 'prebuilt' && (await runsOnCpu()) ? addonSources()?.binsDir : undefined;
   const runtime =
     choice === 'threadpool'
-      ? await loadAddonRuntime(Llama, addon!, common)
-      : choice === 'lastBuild'
-        ? await getLlama('lastBuild', common)
-        : await getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
+      ? await loadAddonRuntime(Llama, await withoutAmx(addon!), common)
+      : prebuiltFolder
+        ? await loadAddonRuntime(Llama, await withoutAmx(path.join(prebuiltFolder, 'llama-addon.node')), common)
+        : choice === 'lastBuild'
+          ? await getLlama('lastBuild', common)
+          : await getLlama({ ...common, build: choice === 'auto' ? 'auto' : 'never' });
   // node-llama-cpp's default thread budget is twice the math cores (4 on a
   // 2-core machine), and a context given no thread count takes all of it.
   // More ggml threads than cores spin-wait against each other at every op:
@@ -152,7 +161,7 @@ async function createRuntime(choice: LlamaBuildChoice, addon: string | undefined
   // median 11.4 tok/s with 4 threads against 15.0 with 2 (bench/README.md).
   // llama.cpp's own tools default to the math-core count; so do we.
   runtime.maxThreads = runtime.cpuMathCores;
-  buildOf.set(runtime, choice);
+  factsOf.set(runtime, { build: choice, variant: loadedVariant(), amx });
   created.add(runtime);
   applyPolling(runtime);
   return runtime;
@@ -182,9 +191,22 @@ export async function loadAddonRuntime(LlamaClass: typeof Llama, addonPath: stri
   });
 }
 
-/** Which binary a runtime (default: the one handed out last) was created from, for load logs; undefined before the first. */
+/** Which binary a runtime (default: the one handed out last) was created from; undefined before the first. */
 export function runtimeBuild(runtime?: Llama): LlamaBuildChoice | undefined {
-  return runtime ? buildOf.get(runtime) : lastHandedOut;
+  return runtime ? factsOf.get(runtime)?.build : lastHandedOut;
+}
+
+/**
+ * A runtime for load lines: its binary and CPU variant, and why AMX is not
+ * used where the CPU reports it ("threadpool, CPU variant icelake (AMX
+ * refused: the AMX probe failed …; sapphirerapids left out)").
+ */
+export function describeRuntime(runtime: Llama): string {
+  const facts = factsOf.get(runtime);
+  if (!facts) return 'unknown';
+  const variant = facts.variant ? `, CPU variant ${facts.variant}` : '';
+  const amx = facts.amx.state === 'refused' ? ` (AMX refused: ${facts.amx.reason}; the AMX variants left out)` : '';
+  return `${facts.build}${variant}${amx}`;
 }
 
 /** Threads for a context: the configured count, or the runtime's own choice. */

@@ -15,8 +15,8 @@ import { decodeArgs, fromWireError, toWireError } from './wire.js';
 export interface RunnerHooks {
   /** The loader table of this build (the composition root's). */
   loaders: LoaderTable;
-  /** The lserve home, before the loader is imported (where the llama.cpp binaries live). */
-  init?(home: string): void;
+  /** Before the loader is imported: the lserve home (where the llama.cpp binaries live), for what must be settled before any runtime starts. */
+  init?(home: string): Promise<void>;
   /** Whether llama.cpp's threadpools may spin between decodes. */
   polling?(on: boolean): void;
 }
@@ -101,7 +101,7 @@ export function serveRunner(hooks: RunnerHooks): void {
     switch (message.t) {
       case 'init': {
         try {
-          hooks.init?.(message.home);
+          await hooks.init?.(message.home);
           const load = hooks.loaders[message.loaderKey];
           if (!load) throw new Error(`this build has no runtime for ${message.loaderKey} models`);
           installed = message.installed;

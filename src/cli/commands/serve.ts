@@ -103,7 +103,10 @@ Examples:
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) {
+          // Whatever a runner is doing (a native call that never returns): its process is
+          // killed, not waited for, and this one exits now.
           log(`${signal} again: exiting now`);
+          engine.killProcesses();
           process.exit(1);
         }
         stopping = true;

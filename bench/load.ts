@@ -9,6 +9,8 @@
  *                         [--max-loaded 16] [--keep-alive 5m] [--json out.json]
  *                         [--only route[:model],…]
  *                         [--src] [--keep]
+ *   npx tsx bench/load.ts --churn [--rounds 5] [--minutes 1.5] [--builds default,prebuilt]
+ *   npx tsx bench/load.ts --cycles 200 [--isolation process|server]
  *
  * 1. A fresh LSERVE_HOME in a temp dir, the fixtures written into it
  *    (test/fixtures/index.ts), each registered with `lserve pull <path> --kind`,
@@ -24,6 +26,26 @@
  *    each within `--check-timeout` (a slot or lease leaked by a cut request
  *    would show as a hang or a 503 here: the server exposes no counter).
  * 5. PASS/FAIL per criterion, the tables, and `--json` with everything.
+ *
+ * --churn: the mixed load as a user with several models meets it: the
+ * server's own default of three loaded models (`--max-loaded 3`), so models
+ * are evicted and loaded again all the time, and every kind of route busy.
+ * `--rounds` rounds, each running the load once per llama.cpp binary of
+ * `--builds` (`default`: what a fresh install runs; `prebuilt`:
+ * LSERVE_LLAMA_BUILD=prebuilt), in alternating order, on fresh servers over
+ * the same fixtures. Then, per run and over all: server crashes, requests
+ * answered (200 / clean WebSocket close) against the prebuilt binary's in
+ * the same round, 5xx, the server tree's RSS after the run against its level
+ * after the warm-up round (target ≤ 1.25 × + 256 MB), and processes left
+ * after SIGTERM.
+ *
+ * --cycles N: load/unload cycles, one request at a time with `--keep-alive
+ * 0`, so each request loads its model and unloads it after; the requests
+ * take every route × model in turn. The server tree's RSS (everything
+ * unloaded, after a second's settle) after 10 cycles and after N: memory a
+ * model leaves behind when it goes shows as growth (target ≤ 1.10 ×).
+ * `--isolation server` runs the models in the server's process
+ * (LSERVE_RUNNERS=off), for comparison.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -50,14 +72,25 @@ const { values: args } = parseArgs({
     'check-timeout': { type: 'string', default: '30' },
     'per-route': { type: 'string' },
     settle: { type: 'string', default: '10' },
-    'max-loaded': { type: 'string', default: '16' },
+    'max-loaded': { type: 'string' },
     'keep-alive': { type: 'string', default: '5m' },
     only: { type: 'string' },
     json: { type: 'string' },
     src: { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
+    churn: { type: 'boolean', default: false },
+    rounds: { type: 'string', default: '5' },
+    builds: { type: 'string', default: 'default,prebuilt' },
+    cycles: { type: 'string' },
+    isolation: { type: 'string', default: 'process' },
   },
 });
+const churn = args.churn;
+if (churn && args.minutes === '3') args.minutes = '1.5';
+// Churn runs at the server's default (3); the plain load check keeps every model loaded.
+const maxLoaded = args['max-loaded'] ?? (churn ? '3' : '16');
+const rounds = Number(args.rounds);
+const builds = args.builds.split(',').filter(Boolean);
 const minutes = Number(args.minutes);
 const clients = Number(args.clients);
 const seed = Number(args.seed);
@@ -94,8 +127,8 @@ function lserveArgv(rest: string[]): string[] {
   return args.src ? ['--import', 'tsx', path.join(ROOT, 'src', 'cli', 'main.ts'), ...rest] : [BIN, ...rest];
 }
 
-function serverEnv(home: string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, LSERVE_HOME: home, NO_COLOR: '1' };
+function serverEnv(home: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, LSERVE_HOME: home, NO_COLOR: '1', ...extra };
   for (const name of ['LSERVE_HOST', 'LSERVE_PORT', 'LSERVE_API_KEY', 'LSERVE_CATALOG']) delete env[name];
   return env;
 }
@@ -115,9 +148,9 @@ function runLserve(home: string, rest: string[]): Promise<{ code: number | null;
   });
 }
 
-async function startLserve(home: string, maxQueue: string): Promise<Server> {
-  const argv = lserveArgv(['serve', '--host', '127.0.0.1', '--port', '0', '--max-queue', maxQueue, '--max-loaded', args['max-loaded'], '--keep-alive', args['keep-alive'], '--log-format', 'text']);
-  const child = spawn(process.execPath, argv, { cwd: ROOT, env: serverEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
+async function startLserve(home: string, maxQueue: string, extraEnv: NodeJS.ProcessEnv, keepAlive = args['keep-alive']): Promise<Server> {
+  const argv = lserveArgv(['serve', '--host', '127.0.0.1', '--port', '0', '--max-queue', maxQueue, '--max-loaded', maxLoaded, '--keep-alive', keepAlive, '--log-format', 'text']);
+  const child = spawn(process.execPath, argv, { cwd: ROOT, env: serverEnv(home, extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
   const server: Server = { child, pid: child.pid!, base: '', logs: [] };
   child.on('exit', (code, signal) => (server.exited = { code, signal, at: Date.now() }));
   const listening = new Promise<string>((resolve, reject) => {
@@ -160,7 +193,7 @@ async function stopLserve(server: Server): Promise<{ code: number | null; signal
 }
 
 /** Server log lines that are routine (model loads, process starts, shutdown), not worth printing. */
-const ROUTINE = /^(lserve listening on |loading \S+$|unloaded \S+$|SIGTERM: shutting down|started the sherpa-onnx \S+ \S+ process|sherpa-onnx [\d.]+ ready|\S+: context (plan|ready)|qwen3-tts \S+: \w+ model loaded in|\S+: sherpa-onnx .* loaded in )/;
+const ROUTINE = /^(lserve listening on |playground: |loading \S+$|unloaded \S+$|evicting \S+ to make room for |unloading \S+: more models are loaded|SIGTERM: shutting down|started the sherpa-onnx \S+ \S+ process|sherpa-onnx [\d.]+ ready|\S+: context (plan|ready)|qwen3-tts \S+: \w+ model loaded in|qwen3-tts \S+: tok_decoder takes|\S+: sherpa-onnx .* loaded in )/;
 
 /** A request log line (`POST /v1/ocr 200 12ms`) → its status, or undefined for other lines. */
 function statusOf(line: string): number | undefined {
@@ -200,51 +233,74 @@ function percentile(values: number[], p: number): number {
 
 // ---------------------------------------------------------------------------------------------
 
-async function main(): Promise<void> {
+type Fixture = Awaited<ReturnType<typeof writeFixtures>>[number];
+
+/** Registers the fixtures into `home` as a user would (`lserve pull <path> --kind`); returns every op over them, narrowed by --only. */
+async function registerFixtures(home: string, fixtures: Fixture[]): Promise<Op[]> {
+  for (const f of fixtures) {
+    const r = await runLserve(home, ['pull', f.path, '--kind', f.kind, '--quiet']);
+    if (r.code !== 0) throw new Error(`lserve pull ${f.path} --kind ${f.kind} failed (${r.code}):\n${r.output}`);
+  }
+  const ids = new Set(fixtures.map((f) => path.basename(f.path).replace(/\.gguf$/, '')));
+  const need = (id: string) => {
+    if (!ids.has(id) && id !== 'ppocr-v4-mobile') throw new Error(`fixture '${id}' is missing: test/fixtures/index.ts changed?`);
+    return id;
+  };
+  const models: Models = {
+    chat: need('synthetic-qwen3-chat'),
+    embedding: [need('synthetic-bge-embedding'), need('synthetic-qwen3-embedding')],
+    rerank: need('synthetic-bge-reranker'),
+    ocr: [need('ppocr-v4-mobile'), need('synthetic-ppocr-v5')],
+    asr: [need('synthetic-whisper-tiny'), need('synthetic-whisper-tiny-timestamped')],
+    asrStream: need('synthetic-zipformer-streaming'),
+    tts: [
+      { model: need('synthetic-piper-voice'), fields: () => ({}) },
+      { model: need('synthetic-qwen3-tts-customvoice'), fields: () => ({ voice: 'Vivian' }) },
+      { model: need('synthetic-qwen3-tts-voicedesign'), fields: () => ({ voice_description: 'a calm, low voice' }) },
+      { model: need('synthetic-qwen3-tts-base'), fields: (inputs) => ({ ref_audio: `data:audio/wav;base64,${inputs.wav.toString('base64')}`, ref_text: 'hello world this is a test' }) },
+    ],
+    image: need('synthetic-sd-turbo'),
+    vae: need('synthetic-taesd'),
+  };
+  // --only chat.stream,speech:piper narrows every phase to those routes (and models whose id contains the text after ':').
+  const only = args.only?.split(',').filter(Boolean).map((entry) => entry.split(':') as [string, string | undefined]);
+  const ops = allOps(models, await loadInputs()).filter((op) => !only || only.some(([route, model]) => op.route === route && (!model || (op.model ?? '').includes(model))));
+  if (!ops.length) throw new Error(`--only ${args.only} matches no route`);
+  return ops;
+}
+
+/** What the churn mode compares across runs. */
+interface RunOutcome {
+  label: string;
+  requests: number;
+  /** Requests answered: 200, or a WebSocket stream closed cleanly. */
+  answered: number;
+  fiveXX: number;
+  crashed: string | undefined;
+  /** The server tree's RSS after the warm-up round (one request of each kind), and after the load and the settle. */
+  warmKiB: number;
+  finalKiB: number;
+  lingering: number;
+  loads: number;
+  passed: boolean;
+}
+
+/** One load run against a fresh server (its own home, the fixtures registered into it), with its tables and criteria. */
+async function loadRun(label: string, fixtures: Fixture[], extraEnv: NodeJS.ProcessEnv, jsonFile: string | undefined): Promise<RunOutcome> {
   const started = performance.now();
   const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-load-'));
   const problems: Problem[] = [];
   let server: Server | undefined;
   try {
-    log(`lserve load check: ${clients} clients × ${minutes} min, seed ${seed}, --max-queue ${args['max-queue']}, timeout ${timeoutMs / 1000} s, node ${process.version}, ${os.availableParallelism()} CPUs, ${mib(os.totalmem() / 1024)} RAM`);
+    log(`\n=== ${label}: ${clients} clients × ${minutes} min, seed ${seed}, --max-queue ${args['max-queue']}, --max-loaded ${maxLoaded}, timeout ${timeoutMs / 1000} s, node ${process.version}, ${os.availableParallelism()} CPUs, ${mib(os.totalmem() / 1024)} RAM`);
     log(`home ${home}${args.src ? ' (server from src/ through tsx)' : ''}`);
-    if (!args.src && !existsSync(path.join(ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` (or pass --src)');
 
     // 1. Fixtures, registered as a user would.
-    const fixtures = await writeFixtures(path.join(home, 'fixtures'));
-    for (const f of fixtures) {
-      const r = await runLserve(home, ['pull', f.path, '--kind', f.kind, '--quiet']);
-      if (r.code !== 0) throw new Error(`lserve pull ${f.path} --kind ${f.kind} failed (${r.code}):\n${r.output}`);
-    }
+    const ops = await registerFixtures(home, fixtures);
     log(`${fixtures.length} fixtures registered (${elapsed(started)})`);
-    const ids = new Set(fixtures.map((f) => path.basename(f.path).replace(/\.gguf$/, '')));
-    const need = (id: string) => {
-      if (!ids.has(id) && id !== 'ppocr-v4-mobile') throw new Error(`fixture '${id}' is missing: test/fixtures/index.ts changed?`);
-      return id;
-    };
-    const models: Models = {
-      chat: need('synthetic-qwen3-chat'),
-      embedding: [need('synthetic-bge-embedding'), need('synthetic-qwen3-embedding')],
-      rerank: need('synthetic-bge-reranker'),
-      ocr: [need('ppocr-v4-mobile'), need('synthetic-ppocr-v5')],
-      asr: [need('synthetic-whisper-tiny'), need('synthetic-whisper-tiny-timestamped')],
-      asrStream: need('synthetic-zipformer-streaming'),
-      tts: [
-        { model: need('synthetic-piper-voice'), fields: () => ({}) },
-        { model: need('synthetic-qwen3-tts-customvoice'), fields: () => ({ voice: 'Vivian' }) },
-        { model: need('synthetic-qwen3-tts-voicedesign'), fields: () => ({ voice_description: 'a calm, low voice' }) },
-        { model: need('synthetic-qwen3-tts-base'), fields: (inputs) => ({ ref_audio: `data:audio/wav;base64,${inputs.wav.toString('base64')}`, ref_text: 'hello world this is a test' }) },
-      ],
-      image: need('synthetic-sd-turbo'),
-      vae: need('synthetic-taesd'),
-    };
-    // --only chat.stream,speech:piper narrows every phase to those routes (and models whose id contains the text after ':').
-    const only = args.only?.split(',').filter(Boolean).map((entry) => entry.split(':') as [string, string | undefined]);
-    const ops = allOps(models, await loadInputs()).filter((op) => !only || only.some(([route, model]) => op.route === route && (!model || (op.model ?? '').includes(model))));
-    if (!ops.length) throw new Error(`--only ${args.only} matches no route`);
     const routes = [...new Set(ops.map((o) => o.route))];
 
-    server = await startLserve(home, args['max-queue']);
+    server = await startLserve(home, args['max-queue'], extraEnv);
     const base = server.base;
     const idle = snapshot(server.pid);
     log(`server pid ${server.pid} on ${base}: ${mib(idle.serverKiB)} RSS idle, ${idle.children.length} children (${elapsed(started)})`);
@@ -327,6 +383,9 @@ async function main(): Promise<void> {
     const modelsList = await probe('GET /v1/models', () => http(ctx, '/v1/models', { method: 'GET' }));
     for (const op of ops) await probe(kindOf(op), () => op.run(ctx));
     const afterChecks = snapshot(server.pid);
+    // Every runner alive after the load holds a model the server lists as loaded: none was orphaned.
+    const listed = ((await (await fetch(`${base}/v1/ps`)).json()) as { models: Array<{ id: string; pid: number | null }> }).models;
+    const orphans = afterChecks.children.filter((c) => c.command.includes('runner.') && !listed.some((m) => m.pid === c.pid));
 
     // 5. Shutdown: the server and every child it had must go.
     const exitedDuringRun = server.exited ? { ...server.exited } : undefined;
@@ -404,9 +463,8 @@ async function main(): Promise<void> {
     listChildren('before the load', before.children);
     listChildren(`after the load + ${settleMs / 1000} s`, final.children);
     const beforePids = new Set(before.children.map((c) => c.pid));
-    const newPids = final.children.filter((c) => !beforePids.has(c.pid));
     const seenDuring = [...sampler.seen].filter(([pid]) => !beforePids.has(pid));
-    if (seenDuring.length) log(`  started during the load (seen by the sampler): ${seenDuring.map(([pid, cmd]) => `${pid} ${cmd.slice(0, 40)}`).join('; ')}`);
+    if (seenDuring.length) log(`  started during the load (seen by the sampler): ${seenDuring.length}, ${seenDuring.filter(([, cmd]) => cmd.includes('runner.')).length} of them runners`);
     log(`  after shutdown: server exit ${stopped.code ?? stopped.signal} in ${stopped.ms} ms; ${lingering.length ? `${lingering.length} children left behind (killed): ${lingering.map(([pid]) => pid).join(', ')}` : 'no children left behind'}`);
 
     log('\nAfter the load (each within the check timeout):');
@@ -441,8 +499,8 @@ async function main(): Promise<void> {
       },
       {
         name: 'no leaked child processes',
-        pass: final.children.length <= before.children.length,
-        detail: `${before.children.length} before, ${final.children.length} after${newPids.length ? ` (new pids: ${newPids.map((c) => c.pid).join(', ')})` : ''}, peak ${sampler.peakChildCount}`,
+        pass: orphans.length === 0 && lingering.length === 0,
+        detail: `${afterChecks.children.length} after the checks for ${listed.length} loaded models${orphans.length ? `; runners of no loaded model: ${orphans.map((c) => c.pid).join(', ')}` : ''}; ${lingering.length} left after shutdown; peak ${sampler.peakChildCount}`,
       },
       {
         name: '/health and /v1/models answer at the end',
@@ -475,7 +533,7 @@ async function main(): Promise<void> {
     }
     log(`\n(${elapsed(started)} in all)`);
 
-    if (args.json) {
+    if (jsonFile) {
       const result = {
         args: { minutes, clients, seed, perRoute, only: args.only, maxQueue: Number(args['max-queue']), timeoutMs, checkTimeoutMs, settleMs, maxLoaded: Number(args['max-loaded']), keepAlive: args['keep-alive'], src: args.src },
         machine: { node: process.version, cpus: os.availableParallelism(), totalMemKiB: Math.round(os.totalmem() / 1024) },
@@ -509,15 +567,129 @@ async function main(): Promise<void> {
         problems,
         serverLog: { statuses: Object.fromEntries(logStatus), fiveXX: log5xx, loadsDuringLoad: loadPhase.loads, unloadsDuringLoad: loadPhase.unloads, unexpected: otherLog.slice(0, 200) },
       };
-      await writeFile(args.json, `${JSON.stringify(result, null, 2)}\n`);
-      log(`JSON written to ${args.json}`);
+      await writeFile(jsonFile, `${JSON.stringify(result, null, 2)}\n`);
+      log(`JSON written to ${jsonFile}`);
     }
-    process.exitCode = criteria.every((c) => c.pass) ? 0 : 1;
+    return {
+      label,
+      requests: records.length,
+      answered: records.filter((r) => success(r.outcome)).length,
+      fiveXX: fiveXX.length + log5xx.length,
+      crashed: exitedDuringRun ? String(exitedDuringRun.code ?? exitedDuringRun.signal) : undefined,
+      warmKiB: before.totalKiB,
+      finalKiB: final.totalKiB,
+      lingering: lingering.length,
+      loads: loadPhase.loads,
+      passed: criteria.every((c) => c.pass),
+    };
   } finally {
     if (server && !server.exited) await stopLserve(server);
     if (args.keep) log(`kept ${home}`);
     else await rm(home, { recursive: true, force: true });
   }
+}
+
+async function main(): Promise<void> {
+  if (!args.src && !existsSync(path.join(ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` (or pass --src)');
+  const fixturesHome = await mkdtemp(path.join(os.tmpdir(), 'lserve-load-fixtures-'));
+  try {
+    const fixtures = await writeFixtures(fixturesHome);
+    if (args.cycles !== undefined) return await cycleRun(fixtures, Number(args.cycles));
+    if (!churn) {
+      const outcome = await loadRun('load check', fixtures, {}, args.json);
+      process.exitCode = outcome.passed ? 0 : 1;
+      return;
+    }
+    const outcomes: RunOutcome[][] = [];
+    for (let round = 0; round < rounds; round++) {
+      // Alternating order: whatever drifts over a round (the page cache, the machine's other load) hits each binary first in turn.
+      const order = round % 2 === 0 ? builds : [...builds].reverse();
+      const results: RunOutcome[] = [];
+      for (const build of order) {
+        const env = build === 'default' ? { LSERVE_LLAMA_BUILD: undefined } : { LSERVE_LLAMA_BUILD: build };
+        results.push(await loadRun(`round ${round + 1}/${rounds}, ${build}`, fixtures, env, args.json?.replace(/\.json$/, `.${round + 1}.${build}.json`)));
+      }
+      outcomes.push(builds.map((build) => results.find((r) => r.label.endsWith(`, ${build}`))!));
+    }
+    churnSummary(outcomes);
+  } finally {
+    await rm(fixturesHome, { recursive: true, force: true });
+  }
+}
+
+/** Load/unload cycles (--cycles): the server tree's RSS after 10 and after all of them. */
+async function cycleRun(fixtures: Fixture[], cycles: number): Promise<void> {
+  const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-cycles-'));
+  let server: Server | undefined;
+  try {
+    const env = args.isolation === 'server' ? { LSERVE_RUNNERS: 'off' } : {};
+    // Every model route, uncut; the listing route loads nothing.
+    const ops = (await registerFixtures(home, fixtures)).filter((op) => op.model);
+    server = await startLserve(home, '8', env, '0');
+    log(`${cycles} load/unload cycles over ${ops.length} route × model kinds (keep-alive 0, models ${args.isolation === 'server' ? 'in the server process' : 'in runners'}), server pid ${server.pid}`);
+    const rng = seededRandom(seed);
+    const settled = async () => {
+      await sleep(1000);
+      return snapshot(server!.pid);
+    };
+    const marks: Array<{ cycle: number; totalKiB: number; serverKiB: number; children: number }> = [];
+    const failures: string[] = [];
+    const t0 = performance.now();
+    for (let cycle = 1; cycle <= cycles; cycle++) {
+      const op = ops[(cycle - 1) % ops.length]!;
+      const r = await op.run({ base: server.base, rng, cut: false, timeoutMs });
+      if (!success(r.outcome)) failures.push(`${cycle}: ${kindOf(op)} → ${r.outcome}`);
+      if (cycle === 10 || cycle === cycles || cycle % 50 === 0) {
+        const s = await settled();
+        marks.push({ cycle, totalKiB: s.totalKiB, serverKiB: s.serverKiB, children: s.children.length });
+        log(`  after ${lpad(String(cycle), 4)} cycles: ${lpad(mib(s.totalKiB), 9)} in all (server ${mib(s.serverKiB)}, ${s.children.length} children) ${elapsed(t0)}`);
+      }
+    }
+    const at10 = marks.find((m) => m.cycle === 10)!;
+    const atEnd = marks.at(-1)!;
+    const ratio = atEnd.totalKiB / at10.totalKiB;
+    log(`\n  ${ratio <= 1.1 ? 'PASS' : 'FAIL'}  RSS after ${cycles} cycles / after 10 (target ≤ 1.10): ${ratio.toFixed(3)} (${mib(atEnd.totalKiB)} / ${mib(at10.totalKiB)}); server alone ${(atEnd.serverKiB / at10.serverKiB).toFixed(3)}`);
+    log(`  ${failures.length === 0 ? 'PASS' : 'FAIL'}  every request answered: ${failures.length ? failures.slice(0, 10).join('; ') : `${cycles}/${cycles}`}`);
+    process.exitCode = ratio <= 1.1 && failures.length === 0 ? 0 : 1;
+  } finally {
+    if (server && !server.exited) await stopLserve(server);
+    await rm(home, { recursive: true, force: true });
+  }
+}
+
+/** The churn criteria over every round: the first of --builds against the last (the prebuilt binary). */
+function churnSummary(outcomes: RunOutcome[][]): void {
+  const mibOf = (kib: number) => kib / 1024;
+  log(`\nChurn summary (${rounds} rounds × ${builds.join(', ')}; ${minutes} min each, --max-loaded ${maxLoaded}):`);
+  log(`  ${pad('run', 28)} ${lpad('answered', 9)} ${lpad('requests', 9)} ${lpad('loads', 6)} ${lpad('5xx', 4)} ${lpad('crash', 6)} ${lpad('warm MiB', 9)} ${lpad('after MiB', 10)} ${lpad('limit', 7)} ${lpad('left', 5)}`);
+  for (const round of outcomes) {
+    for (const o of round) {
+      const limit = 1.25 * mibOf(o.warmKiB) + 256;
+      log(`  ${pad(o.label, 28)} ${lpad(String(o.answered), 9)} ${lpad(String(o.requests), 9)} ${lpad(String(o.loads), 6)} ${lpad(String(o.fiveXX), 4)} ${lpad(o.crashed ?? '-', 6)} ${lpad(mibOf(o.warmKiB).toFixed(0), 9)} ${lpad(mibOf(o.finalKiB).toFixed(0), 10)} ${lpad(limit.toFixed(0), 7)} ${lpad(String(o.lingering), 5)}`);
+    }
+  }
+  const first = outcomes.map((round) => round[0]!);
+  const last = outcomes.map((round) => round.at(-1)!);
+  const ratios = first.map((o, i) => o.answered / Math.max(1, last[i]!.answered));
+  const all = outcomes.flat();
+  const criteria = [
+    { name: 'no crash of the server process', pass: all.every((o) => !o.crashed), detail: all.filter((o) => o.crashed).map((o) => `${o.label}: ${o.crashed}`).join('; ') || 'none' },
+    {
+      name: `requests answered, ${builds[0]} ≥ 0.95 × ${builds.at(-1)} in each round`,
+      pass: ratios.every((r) => r >= 0.95),
+      detail: ratios.map((r) => r.toFixed(2)).join(', '),
+    },
+    { name: 'no 5xx', pass: all.every((o) => o.fiveXX === 0), detail: all.map((o) => o.fiveXX).join(', ') },
+    {
+      name: "server tree's RSS after the run ≤ 1.25 × after the warm-up + 256 MB",
+      pass: all.every((o) => mibOf(o.finalKiB) <= 1.25 * mibOf(o.warmKiB) + 256),
+      detail: all.map((o) => `${mibOf(o.finalKiB).toFixed(0)}/${(1.25 * mibOf(o.warmKiB) + 256).toFixed(0)}`).join(', '),
+    },
+    { name: 'no process left after SIGTERM', pass: all.every((o) => o.lingering === 0), detail: all.map((o) => o.lingering).join(', ') },
+  ];
+  log('\nChurn criteria:');
+  for (const c of criteria) log(`  ${c.pass ? 'PASS' : 'FAIL'}  ${pad(c.name, 70)} ${c.detail}`);
+  process.exitCode = criteria.every((c) => c.pass) ? 0 : 1;
 }
 
 await main();

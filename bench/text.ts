@@ -5,7 +5,7 @@
  * measured side by side in one run; read the ratios, not the absolute
  * numbers (shared machines are noisy).
  *
- *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3] [--builds default,prebuilt] [--parallel 4] [--streams 1,2,4,8]
+ *   npx tsx bench/text.ts [--threads 2] [--tokens 64] [--runs 3] [--builds default,prebuilt] [--isolation process] [--parallel 4] [--streams 1,2,4,8]
  *                         [--llama-bin /tmp/llama-build/build/bin] [--skip chat,streams,prompt,embed,llamacpp,qwen3embed]
  *
  * The qwen3embed section (a Qwen3-Embedding-0.6B-sized model) runs lserve and
@@ -19,19 +19,33 @@
  * home: the shipped threadpool addon where there is one); the others are
  * LSERVE_LLAMA_BUILD values, `threadpool` meaning the addon found in
  * LSERVE_HOME (`npm run build:llama`) or shipped.
+ *
+ * --isolation: where each lserve side runs its model: `process` (a runner
+ * process, as `lserve serve` does), `server` (in the server's process,
+ * LSERVE_RUNNERS=off). `--builds default --isolation process,server` gives
+ * what the process boundary costs, on the same binary:
+ *   npx tsx bench/text.ts --builds default --isolation process,server --skip prompt,embed,llamacpp,qwen3embed --runs 5
+ *
+ * The polling section (`--skip` it as `polling`) measures both sides of
+ * letting llama.cpp's threadpool spin between decodes (LSERVE_LLAMA_POLLING):
+ * chat alone with the default (`auto`: it spins, being all there is) against
+ * `off`, and chat beside an OCR loop with the default (`auto`: it sleeps)
+ * against `on`, the OCR pages/s and the chat tok/s side by side:
+ *   npx tsx bench/text.ts --builds default --skip chat,streams,prompt,embed,llamacpp,qwen3embed --runs 5
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Engine } from '../src/compose.js';
+import { Engine, type Isolation } from '../src/compose.js';
 import { defaultHome } from '../src/core/store.js';
 import { startServer, type RunningServer } from '../src/http/server.js';
-import { runtimeBuild, setLlamaAddonHome, type LlamaBuildChoice } from '../src/runtimes/llama/runtime.js';
+import { setLlamaAddonHome, type LlamaBuildChoice } from '../src/runtimes/llama/runtime.js';
 import { directChatRunner, directEmbeddings, loadDirect, type Sampling } from './text/direct.js';
 import { llamaBenchTg, llamaBin, startLlamaServer } from './text/llamacpp.js';
 import { benchChatModel, benchEmbeddingModel, benchQwen3EmbeddingModel } from './text/models.js';
 import { qwen3EmbedRounds } from './text/qwen3embed.js';
+import { pageSpecs, renderPage } from '../test/fixtures/ocr/corpus.js';
 import { concurrentStreams, decodeRate, streamChat, type StreamTiming } from './text/stream.js';
 
 const { values: args } = parseArgs({
@@ -43,6 +57,7 @@ const { values: args } = parseArgs({
     parallel: { type: 'string', default: '4' },
     streams: { type: 'string', default: '1,2,4,8' },
     builds: { type: 'string', default: 'default,prebuilt' },
+    isolation: { type: 'string', default: 'process' },
     skip: { type: 'string', default: '' },
   },
 });
@@ -53,6 +68,7 @@ const skip = new Set(args.skip.split(',').filter(Boolean));
 /** Sequences per lserve model and slots of llama-server beside it. */
 const parallel = Number(args.parallel);
 const builds = args.builds.split(',').filter(Boolean) as (LlamaBuildChoice | 'default')[];
+const isolations = args.isolation.split(',').filter(Boolean) as Isolation[];
 
 /** Points the llama runtime at a build: `default` as a fresh install (no LSERVE_LLAMA_BUILD, addons from `home`). */
 function useBuild(build: LlamaBuildChoice | 'default', home: string): void {
@@ -108,6 +124,7 @@ async function main(): Promise<void> {
   const chatFile = ['chat', 'streams', 'prompt', 'llamacpp'].some((s) => !skip.has(s)) ? benchChatModel() : '';
   const embedFile = skip.has('embed') ? '' : benchEmbeddingModel();
   if (inProcess) await inProcessSections(chatFile, embedFile);
+  if (!skip.has('polling')) await pollingSection(chatFile || benchChatModel());
   if (!skip.has('llamacpp')) await llamacppSection(chatFile);
   if (!skip.has('qwen3embed')) await qwen3EmbedSection();
 }
@@ -124,11 +141,14 @@ async function lserveSides(chatFile: string, embedFile: string): Promise<{ sides
   const servers: RunningServer[] = [];
   const homes: string[] = [];
   const previous = process.env.LSERVE_LLAMA_BUILD;
-  for (const build of builds) {
+  for (const [build, isolation] of builds.flatMap((b) => isolations.map((i) => [b, i] as const))) {
     const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-'));
     homes.push(home);
     // As many sequences as llama-server's slots below (4 by default: an 8-stream run queues the other 4).
-    const engine = new Engine({ home, threads, parallel, keepAliveMs: -1, maxQueue: 64 });
+    let binary = build as string;
+    // The load line names the binary the model really runs on (in a runner: the runner's).
+    const log = (line: string) => (binary = /llama\.cpp binary: (.*)$/.exec(line)?.[1] ?? binary);
+    const engine = new Engine({ home, threads, parallel, keepAliveMs: -1, maxQueue: 64, isolation, log });
     if (chatFile) {
       await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
       await engine.store.setUserDefaults('qwen3-synth', { context_size: CONTEXT }); // as llama-server gets -c
@@ -138,7 +158,8 @@ async function lserveSides(chatFile: string, embedFile: string): Promise<{ sides
     servers.push(server);
     useBuild(build, home);
     if (chatFile) await streamChat(server.url, chatBody('qwen3-synth')); // loads the model on this binary
-    sides.push({ label: build === 'default' ? `lserve (default: ${runtimeBuild()})` : `lserve (${build})`, url: server.url, model: 'qwen3-synth' });
+    const where = isolations.length > 1 ? (isolation === 'process' ? ', runner' : ', in-process') : '';
+    sides.push({ label: `lserve (${build === 'default' ? `default: ${binary}` : binary}${where})`, url: server.url, model: 'qwen3-synth' });
   }
   if (previous === undefined) delete process.env.LSERVE_LLAMA_BUILD;
   else process.env.LSERVE_LLAMA_BUILD = previous;
@@ -238,6 +259,68 @@ function compare(what: string, all: Side[], values: number[], unit: string, targ
   const reference = all.at(-1)!;
   if (!reference.label.startsWith('llama-server')) return;
   for (const [k, side] of all.slice(0, -1).entries()) row(`ratio ${side.label} / llama-server, ${what}${target ? ` (target ≥ ${target})` : ''}`, fmt(values[k]! / values.at(-1)!, 2));
+}
+
+/**
+ * Both sides of a spinning threadpool, on one server (the default binary, in
+ * a runner), LSERVE_LLAMA_POLLING switched between runs: it is read each time
+ * the set of busy models changes.
+ */
+async function pollingSection(chatFile: string): Promise<void> {
+  const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-'));
+  const engine = new Engine({ home, threads, parallel: 1, keepAliveMs: -1 });
+  await engine.store.registerLocal(chatFile, { kind: 'chat', id: 'qwen3-synth' });
+  const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {} });
+  const saved = process.env.LSERVE_LLAMA_POLLING;
+  const page = JSON.stringify({ model: 'ppocr-v4-mobile', image_base64: (await renderPage(pageSpecs()[0]!)).png.toString('base64') });
+  const ocr = async () => {
+    const res = await fetch(`${server.url}/v1/ocr`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: page });
+    if (!res.ok) throw new Error(`ocr: HTTP ${res.status} ${await res.text()}`);
+    await res.json();
+  };
+  /** One chat stream with OCR requests one after another beside it until it ends: [chat tok/s, OCR pages/s]. */
+  const beside = async (): Promise<[number, number]> => {
+    let done = false;
+    const chat = streamChat(server.url, chatBody('qwen3-synth')).finally(() => (done = true));
+    const started = performance.now();
+    let pages = 0;
+    while (!done) {
+      await ocr();
+      pages++;
+    }
+    return [decodeRate(await chat), (pages * 1000) / (performance.now() - started)];
+  };
+  try {
+    await streamChat(server.url, chatBody('qwen3-synth'));
+    await ocr();
+    const alone: Record<string, number[]> = { auto: [], off: [] };
+    const mixed: Record<string, Array<[number, number]>> = { auto: [], on: [] };
+    for (let i = 0; i < runs; i++) {
+      for (const mode of ['auto', 'off']) {
+        process.env.LSERVE_LLAMA_POLLING = mode;
+        alone[mode]!.push(decodeRate(await streamChat(server.url, chatBody('qwen3-synth'))));
+      }
+      for (const mode of ['auto', 'on']) {
+        process.env.LSERVE_LLAMA_POLLING = mode;
+        mixed[mode]!.push(await beside());
+      }
+    }
+    console.log(`\nThe threadpool spinning between decodes (LSERVE_LLAMA_POLLING; median of ${runs}, modes alternated):`);
+    row('chat alone, auto (spins: chat is all there is)', `${fmt(median(alone.auto!))} tok/s`);
+    row('chat alone, off (sleeps after each decode)', `${fmt(median(alone.off!))} tok/s`);
+    row('ratio auto / off, chat alone', fmt(median(alone.auto!) / median(alone.off!), 3));
+    for (const mode of ['auto', 'on']) {
+      const label = mode === 'auto' ? 'auto (sleeps: OCR is running too)' : 'on (spins whatever runs)';
+      row(`beside OCR, ${label}: chat`, `${fmt(median(mixed[mode]!.map((r) => r[0])))} tok/s`);
+      row(`beside OCR, ${label}: OCR`, `${fmt(median(mixed[mode]!.map((r) => r[1])), 2)} pages/s`);
+    }
+    row('ratio auto / on beside OCR: chat, OCR', `${fmt(median(mixed.auto!.map((r) => r[0])) / median(mixed.on!.map((r) => r[0])), 3)}, ${fmt(median(mixed.auto!.map((r) => r[1])) / median(mixed.on!.map((r) => r[1])), 3)}`);
+  } finally {
+    if (saved === undefined) delete process.env.LSERVE_LLAMA_POLLING;
+    else process.env.LSERVE_LLAMA_POLLING = saved;
+    await server.close();
+    await rm(home, { recursive: true, force: true });
+  }
 }
 
 /** llama.cpp's own tools on the chat model, when built. */

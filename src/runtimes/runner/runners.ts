@@ -42,6 +42,15 @@ const MAX_BACKOFF_MS = 15_000;
 /** A runner that ran this long before it died starts its model's crash count afresh. */
 const STABLE_MS = 60_000;
 
+/**
+ * LSERVE_LLAMA_POLLING: `auto` (the default) lets a llama runner's threadpool
+ * spin between decodes only while its model is the only one with requests;
+ * `on` always (a machine that does nothing but chat); `off` never.
+ */
+function pollingMode(value = process.env.LSERVE_LLAMA_POLLING): 'auto' | 'on' | 'off' {
+  return value === 'on' || value === 'off' ? value : 'auto';
+}
+
 interface CrashRecord {
   /** Crashes in a row. */
   count: number;
@@ -93,7 +102,8 @@ export class Runners {
   }
 
   private updatePolling(runner: RunnerProcess, state: RunnerState): void {
-    const polling = state.llama && this.busy.size === 1 && this.busy.has(state.model);
+    const mode = pollingMode();
+    const polling = state.llama && (mode === 'on' || (mode === 'auto' && this.busy.size === 1 && this.busy.has(state.model)));
     if (polling === state.polling) return;
     state.polling = polling;
     runner.send({ t: 'polling', on: polling });

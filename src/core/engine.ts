@@ -40,8 +40,6 @@ export interface ModelProcesses {
   setBusy(models: string[]): void;
   /** Ends every one now (SIGKILL), whatever it is doing. */
   killAll(): void;
-  /** Their pids, by model id. */
-  pids(): Map<string, number>;
 }
 
 export function defaultEngineOptions(): EngineOptions {

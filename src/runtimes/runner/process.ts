@@ -128,12 +128,7 @@ export class RunnerProcess {
     return this.exitedWith === undefined;
   }
 
-  /** Calls in flight. */
-  get busy(): number {
-    return this.calls.size;
-  }
-
-  /** Sends a message that is answered by one of `answers` (or `failed`); rejects if the process ends first. */
+  /** Sends a message answered by a message of type `answer` (or `failed`, which rejects); rejects if the process ends first. */
   request(message: ToRunner, answer: FromRunner['t']): Promise<FromRunner> {
     return new Promise((resolve, reject) => {
       if (!this.alive) return reject(this.options.lostCall(this.how()));

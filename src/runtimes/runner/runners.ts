@@ -68,6 +68,8 @@ interface RunnerState {
 export class Runners {
   private readonly runners = new Map<RunnerProcess, RunnerState>();
   private readonly crashes = new Map<string, CrashRecord>();
+  /** Models whose runner died: the next runner started for one is a restart. */
+  private readonly restarting = new Set<string>();
   private busy = new Set<string>();
 
   constructor(private readonly options: RunnersOptions) {}
@@ -76,13 +78,6 @@ export class Runners {
   loader(loaderKey: string, kind: ModelKind): Loader | undefined {
     const surface = SURFACES[kind];
     return surface && { load: (installed, options) => this.load(loaderKey, surface, installed, options) };
-  }
-
-  /** Runner processes alive now, by model id. */
-  pids(): Map<string, number> {
-    const pids = new Map<string, number>();
-    for (const [runner, { model }] of this.runners) if (runner.pid !== undefined) pids.set(model, runner.pid);
-    return pids;
   }
 
   /** Ends every runner now (SIGKILL), whatever it is doing: the last step of a shutdown that must not wait. */
@@ -129,7 +124,7 @@ export class Runners {
     });
     // Runners start with polling off (runner.ts): it is turned on when their model is all that works.
     this.runners.set(runner, { model: installed.id, llama: installed.entry.backend === 'llama', polling: false });
-    if (this.crashes.has(installed.id)) this.options.report({ type: 'restart', process: `runner ${installed.id}` });
+    if (this.restarting.delete(installed.id)) this.options.report({ type: 'restart', process: `runner ${installed.id}` });
     try {
       const ready = (await runner.request({ t: 'init', loaderKey, installed, home: this.options.home }, 'ready')) as Extract<FromRunner, { t: 'ready' }>;
       if (ready.estimate !== undefined) await options.reserve?.(ready.estimate);
@@ -159,6 +154,7 @@ export class Runners {
     const previous = this.crashes.get(model);
     const stable = Date.now() - started > STABLE_MS;
     this.crashes.set(model, { count: stable || !previous ? 1 : previous.count + 1, at: Date.now() });
+    this.restarting.add(model);
     const what = loaded ? `${exit.lostCalls} request${exit.lostCalls === 1 ? '' : 's'} in flight failed` : 'while loading';
     const output = exit.output.length ? `; its last output: ${exit.output.slice(-5).join(' | ')}` : '';
     log(`the runner of ${model} (pid ${runner.pid}) ${describeExit(exit.code, exit.signal)}: ${what}; it is started again on the next request${output}`);

@@ -36,8 +36,11 @@
  * the same fixtures. Then, per run and over all: server crashes, requests
  * answered (200 / clean WebSocket close) against the prebuilt binary's in
  * the same round, 5xx, the server tree's RSS after the run against its level
- * after the warm-up round (target ≤ 1.25 × + 256 MB), and processes left
- * after SIGTERM.
+ * after the warm-up round (target ≤ 1.25 × + 256 MB; after the run means
+ * after the checks, which replay the warm-up round, so the same three models
+ * are loaded at both points), and processes left after SIGTERM. Each
+ * client's sequence of requests comes from its seeded generator alone (no
+ * per-route cap), so every run of a round does the same work.
  *
  * --cycles N: load/unload cycles over every kind, one request at a time with
  * `--keep-alive 0`, so each request loads its model and unloads it after; a
@@ -279,7 +282,7 @@ interface RunOutcome {
   answered: number;
   fiveXX: number;
   crashed: string | undefined;
-  /** The server tree's RSS after the warm-up round (one request of each kind), and after the load and the settle. */
+  /** The server tree's RSS after the warm-up round (one request of each kind), and after the load, the settle and the checks (the same round again, so the same models are loaded). */
   warmKiB: number;
   finalKiB: number;
   lingering: number;
@@ -335,7 +338,7 @@ async function loadRun(label: string, fixtures: Fixture[], extraEnv: NodeJS.Proc
     const maxPerClient = Math.max(10, Math.ceil((durationMs / 1000) * 20)); // ≤ 20 requests/s per client: a bound, never reached in practice
     const inFlight = new Map<number, { kind: string; since: number }>();
     const busy = new Map<string, number>();
-    log(`\nLoad: ${clients} clients for ${minutes} min over ${routes.length} routes (${ops.length} route × model kinds), at most ${perRoute} in one route at once…`);
+    log(`\nLoad: ${clients} clients for ${minutes} min over ${routes.length} routes (${ops.length} route × model kinds), ${churn ? 'each client its own seeded sequence' : `at most ${perRoute} in one route at once`}…`);
     const progress = setInterval(() => {
       const open = [...inFlight.values()].map((f) => `${f.kind} ${Math.round((Date.now() - f.since) / 1000)}s`).join('; ');
       log(`  ${Math.round((Date.now() - loadStart) / 1000)} s: ${records.length} requests, RSS ${mib(sampler.peakTotalKiB)} peak; in flight: ${open || 'none'}`);
@@ -345,7 +348,9 @@ async function loadRun(label: string, fixtures: Fixture[], extraEnv: NodeJS.Proc
       Array.from({ length: clients }, async (_, k) => {
         const rng = seededRandom(seed * 1_000_003 + k + 17);
         for (let n = 0; n < maxPerClient && Date.now() < deadline && !server!.exited; n++) {
-          const free = routes.filter((r) => (busy.get(r) ?? 0) < perRoute);
+          // Churn compares binaries on the same work: each client's sequence of requests comes from its
+          // own generator alone, not from which routes others keep busy at that moment.
+          const free = churn ? routes : routes.filter((r) => (busy.get(r) ?? 0) < perRoute);
           const open = free.length ? free : routes;
           const route = open[Math.floor(rng() * open.length)]!;
           busy.set(route, (busy.get(route) ?? 0) + 1);
@@ -579,7 +584,8 @@ async function loadRun(label: string, fixtures: Fixture[], extraEnv: NodeJS.Proc
       fiveXX: fiveXX.length + log5xx.length,
       crashed: exitedDuringRun ? String(exitedDuringRun.code ?? exitedDuringRun.signal) : undefined,
       warmKiB: before.totalKiB,
-      finalKiB: final.totalKiB,
+      // After the checks, which replay the warm-up round in its order: the same models are loaded as after it.
+      finalKiB: afterChecks.totalKiB,
       lingering: lingering.length,
       loads: loadPhase.loads,
       passed: criteria.every((c) => c.pass),

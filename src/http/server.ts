@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
@@ -27,6 +28,8 @@ function selectProtocol(protocols: Set<string>): string | false {
 
 export async function startServer(engine: Engine, options: ServerOptions): Promise<RunningServer> {
   const shutdown = new AbortController();
+  // One listener per request in flight (requestSignal): as many as there are requests, not a leak.
+  setMaxListeners(0, shutdown.signal);
   const inputs = {
     localDirs: await resolveLocalDirs(options.allowLocalFiles ?? []),
     allowPrivate: options.allowPrivateUrls ?? false,

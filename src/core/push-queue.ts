@@ -1,8 +1,8 @@
 /**
- * Turns node-llama-cpp's callbacks into an async iterator: the generation
- * pushes items as tokens arrive, the consumer pulls them. A pending pull is
- * resolved directly (no buffering once the consumer keeps up), so a token
- * leaves as soon as it is produced.
+ * Turns callbacks into an async iterator: a producer pushes items as they
+ * arrive (node-llama-cpp's tokens, a runner's streamed results), the consumer
+ * pulls them. A pending pull is resolved directly (no buffering once the
+ * consumer keeps up), so an item leaves as soon as it is produced.
  */
 export class PushQueue<T> implements AsyncIterator<T> {
   private readonly items: T[] = [];

@@ -1,10 +1,18 @@
 import type { Metadata, Sharp } from 'sharp';
 
-// sharp (libvips) takes ~250 ms to load: import it on first use, not at server start.
-let sharpModule: Promise<typeof import('sharp')> | undefined;
-async function loadSharp(): Promise<typeof import('sharp').default> {
-  sharpModule ??= import('sharp');
-  return (await sharpModule).default;
+/**
+ * sharp (libvips), imported on first use, not at server start (it takes
+ * ~250 ms to load). Its operation cache (up to 50 MB by default) is off:
+ * every request brings a new image, and a server left running would keep
+ * that memory for inputs it never sees again.
+ */
+let sharpModule: Promise<typeof import('sharp').default> | undefined;
+export function loadSharp(): Promise<typeof import('sharp').default> {
+  sharpModule ??= import('sharp').then(({ default: sharp }) => {
+    sharp.cache(false);
+    return sharp;
+  });
+  return sharpModule;
 }
 import { InvalidRequestError, PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
 import { decodeBmp, isBmp } from './bmp.js';

@@ -1,6 +1,6 @@
 import { InvalidRequestError, PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
 import { decodeBmp, isBmp } from './bmp.js';
-import { DEFAULT_MAX_PIXELS, IMAGE_FORMATS, isPixelLimitError, sharpPixelLimit } from './decode.js';
+import { DEFAULT_MAX_PIXELS, IMAGE_FORMATS, isPixelLimitError, loadSharp, sharpPixelLimit } from './decode.js';
 
 /**
  * Decoding that keeps transparency (decode.ts flattens it onto white, which
@@ -9,11 +9,6 @@ import { DEFAULT_MAX_PIXELS, IMAGE_FORMATS, isPixelLimitError, sharpPixelLimit }
  * PNG, JPEG or WebP. Bad input is a typed error (400/413/415) as in decode.ts.
  */
 
-let sharpModule: Promise<typeof import('sharp')> | undefined;
-async function loadSharp(): Promise<typeof import('sharp').default> {
-  sharpModule ??= import('sharp');
-  return (await sharpModule).default;
-}
 
 export interface RgbaImage {
   /** 8-bit RGBA, row-major, tightly packed (alpha 255 when the file has none). */

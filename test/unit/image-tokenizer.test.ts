@@ -86,4 +86,11 @@ describe('CLIP prompt cleaning', () => {
     expect(unescapeHtml('&#65;&#x42;&#x80;&#0;&#xD800;&#1;&#x110000;')).toBe('AB€\ufffd\ufffd\ufffd');
     expect(unescapeHtml('&ampfoo &notit; &unknown; &lt')).toBe('&foo ¬it; &unknown; <');
   });
+
+  // test/golden/html-unescape.json: Python's own output, by scripts/golden/html_unescape.py.
+  const unescaped = JSON.parse(readFileSync(fileURLToPath(new URL('../golden/html-unescape.json', import.meta.url)), 'utf8')) as { cases: Array<[string, string]> };
+
+  it.each(unescaped.cases.map(([input, output]) => [JSON.stringify(input), input, output] as const))("%s as Python's html.unescape reads it", (_, input, output) => {
+    expect(unescapeHtml(input)).toBe(output);
+  });
 });

@@ -1,4 +1,4 @@
-import { HTML5_ENTITIES } from './html-entities.js';
+import { DecodingMode, decodeHTML } from 'entities';
 
 /**
  * CLIP's prompt cleaning, as its reference tokenizer (OpenAI CLIP's
@@ -69,58 +69,38 @@ function fixSegment(segment: string, unescape: boolean): string {
 
 /** ftfy's unescape_html for one `&…;`: a known name (or an upper-cased spelling of a lower-case one), or a whole numeric reference. */
 function ftfyEntity(entity: string): string {
-  const name = entity.slice(1);
-  if (!name.startsWith('#')) return HTML5_ENTITIES[name] !== undefined && name.endsWith(';') ? HTML5_ENTITIES[name]! : (upperCaseEntities().get(name) ?? entity);
-  const decoded = unescapeHtml(entity);
-  return decoded.includes(';') ? entity : decoded;
-}
-
-let upper: Map<string, string> | undefined;
-
-/** ftfy also decodes an all-lower-case entity written in upper case, where html.unescape leaves that spelling alone (&NTILDE; → Ñ). */
-function upperCaseEntities(): Map<string, string> {
-  if (upper) return upper;
-  upper = new Map();
-  for (const [name, value] of Object.entries(HTML5_ENTITIES)) {
-    if (!name.endsWith(';') || name !== name.toLowerCase()) continue;
-    const spelled = `&${name.toUpperCase()}`;
-    if (unescapeHtml(spelled) === spelled) upper.set(name.toUpperCase(), value.toUpperCase());
+  if (entity[1] === '#') {
+    const decoded = unescapeHtml(entity);
+    return decoded.includes(';') ? entity : decoded;
   }
-  return upper;
+  // Strict: only a whole name with its ';'.
+  const named = decodeHTML(entity, DecodingMode.Strict);
+  if (named !== entity) return named;
+  // ftfy also decodes an all-lower-case name written in upper case, where html.unescape leaves that spelling alone (&NTILDE; → Ñ).
+  const lower = entity.toLowerCase();
+  const lowerNamed = decodeHTML(lower, DecodingMode.Strict);
+  return entity === entity.toUpperCase() && lowerNamed !== lower && unescapeHtml(entity) === entity ? lowerNamed.toUpperCase() : entity;
 }
 
 const CHARREF = /&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)/gu;
 
-/** Python's html.unescape (the HTML5 rules for numeric and named references, with and without ';'). */
+/**
+ * Python's html.unescape. Its references are the ones its own pattern finds
+ * (CHARREF), each decoded by the HTML standard's rules as `entities` does
+ * (legacy names without ';' by longest prefix; 0, surrogates and code
+ * points past U+10FFFF to U+FFFD; 0x80–0x9F as Windows-1252). One rule is
+ * Python's own: a numeric reference to a control character or a
+ * non-character is dropped, where the standard keeps it.
+ */
 export function unescapeHtml(text: string): string {
   if (!text.includes('&')) return text;
-  return text.replace(CHARREF, (whole, ref: string) => {
-    if (ref.startsWith('#')) {
-      const digits = ref.replace(/;$/, '');
-      const num = digits[1] === 'x' || digits[1] === 'X' ? parseInt(digits.slice(2), 16) : Number(digits.slice(1));
-      if (num === 0) return '\ufffd';
-      if (num === 0x0d) return '\r';
-      if (num >= 0x80 && num <= 0x9f) return WINDOWS_1252[num - 0x80]!;
-      if ((num >= 0xd800 && num <= 0xdfff) || !(num <= 0x10ffff)) return '\ufffd';
-      if (isInvalidCodepoint(num)) return '';
-      return String.fromCodePoint(num);
-    }
-    const named = HTML5_ENTITIES[ref];
-    if (named !== undefined) return named;
-    // The longest known prefix (at least two characters), the rest kept.
-    const chars = [...ref];
-    for (let x = chars.length - 1; x > 1; x--) {
-      const prefix = chars.slice(0, x).join('');
-      const value = HTML5_ENTITIES[prefix];
-      if (value !== undefined) return value + chars.slice(x).join('');
-    }
-    return whole;
-  });
+  return text.replace(CHARREF, (ref: string, body: string) => (body[0] === '#' && droppedCodePoint(body) ? '' : decodeHTML(ref, DecodingMode.Legacy)));
 }
 
-/** Code points html.unescape drops (control characters, non-characters). */
-function isInvalidCodepoint(cp: number): boolean {
-  return (cp >= 0x1 && cp <= 0x8) || cp === 0xb || (cp >= 0xe && cp <= 0x1f) || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) === 0xfffe;
+/** Python's _invalid_codepoints, less 0x80–0x9F (its Windows-1252 table comes first): for the digits after '&'. */
+function droppedCodePoint(body: string): boolean {
+  const cp = body[1] === 'x' || body[1] === 'X' ? parseInt(body.slice(2), 16) : parseInt(body.slice(1), 10);
+  return (cp >= 0x1 && cp <= 0x8) || cp === 0xb || (cp >= 0xe && cp <= 0x1f) || cp === 0x7f || (cp >= 0xfdd0 && cp <= 0xfdef) || (cp <= 0x10ffff && (cp & 0xfffe) === 0xfffe);
 }
 
 /** 0x80–0x9F read as Windows-1252 (the five bytes it leaves undefined stay themselves, as in ftfy's sloppy codec and html.unescape). */

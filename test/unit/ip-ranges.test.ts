@@ -54,6 +54,27 @@ describe('isNonPublicAddress', () => {
     expect(new URL('http://[::ffff:127.0.0.1]/').hostname).toBe('[::ffff:7f00:1]');
   });
 
+  it('reads every IPv6 spelling Node accepts, zone ids and the dotted tail getaddrinfo prints included', () => {
+    expect(embeddedIpv4('::127.0.0.1')).toBe('127.0.0.1');
+    expect(embeddedIpv4('0:0:0:0:0:FFFF:10.0.0.1')).toBe('10.0.0.1');
+    expect(embeddedIpv4('64:ff9b::8.8.8.8')).toBe('8.8.8.8');
+    expect(embeddedIpv4('::')).toBeUndefined();
+    expect(embeddedIpv4('::1')).toBeUndefined();
+    expect(isNonPublicAddress('::8.8.8.8')).toBe(false);
+    expect(isNonPublicAddress('fe80::1%eth0')).toBe(true);
+    expect(isNonPublicAddress('fe80::1%vlan-1.5')).toBe(true);
+    expect(isNonPublicAddress('2606:4700::1111%eth0')).toBe(false);
+    for (const host of ['[::127.0.0.1]', '0:0:0:0:0:0:0:1', '::1%lo', '[::ffff:127.0.0.2]']) expect(isLoopbackHost(host), host).toBe(true);
+  });
+
+  it('takes only the spellings Node connects to as addresses, not inet_aton forms', () => {
+    // A Host header is not URL-normalised: these reach isLoopbackHost as written.
+    for (const spelling of ['0x7f.1', '2130706433', '127.1', '0177.0.0.1', '1.2.3.4%eth0', '::ffff:0177.0.0.1']) {
+      expect(isLoopbackHost(spelling), spelling).toBe(false);
+      expect(isNonPublicAddress(spelling), spelling).toBe(true);
+    }
+  });
+
   it('knows loopback names', () => {
     for (const host of ['localhost', 'LOCALHOST', 'app.localhost', '127.0.0.1', '127.9.9.9', '[::1]', '::1', '::ffff:127.0.0.1']) expect(isLoopbackHost(host)).toBe(true);
     for (const host of ['localhost.example.com', '10.0.0.1', '::2', 'example.com']) expect(isLoopbackHost(host)).toBe(false);

@@ -79,6 +79,20 @@ export class PayloadTooLargeError extends LserveError {
   }
 }
 
+/** 412: a conditional request (If-Match, If-Unmodified-Since) whose condition does not hold for the file. */
+export class PreconditionFailedError extends LserveError {
+  constructor(message: string) {
+    super(412, 'invalid_request_error', message, { code: 'precondition_failed' });
+  }
+}
+
+/** 416: a byte range that starts past the end of the file (the route states the length in Content-Range). */
+export class RangeNotSatisfiableError extends LserveError {
+  constructor(message: string) {
+    super(416, 'invalid_request_error', message, { code: 'range_not_satisfiable' });
+  }
+}
+
 /** 415: an image or audio payload that cannot be decoded. */
 export class UnsupportedMediaError extends LserveError {
   constructor(message: string, details: ErrorDetails = {}) {

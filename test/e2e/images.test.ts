@@ -403,6 +403,22 @@ describe('GET /v1/images/cache/:filename', () => {
     expect((await fetch(`${server.url}/v1/images/cache/${name}`)).status).toBe(200);
   });
 
+  it('answers HEAD, byte ranges and revalidation (304) with the image type', async () => {
+    const url = (await generate({})).data[0]!.url!;
+    const whole = Buffer.from(await (await fetch(url)).arrayBuffer());
+    const head = await fetch(url, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('image/png');
+    expect(head.headers.get('content-length')).toBe(String(whole.length));
+    expect(head.headers.get('x-content-type-options')).toBe('nosniff');
+    const ranged = await fetch(url, { headers: { range: 'bytes=1-3' } });
+    expect(ranged.status).toBe(206);
+    expect(Buffer.from(await ranged.arrayBuffer()).toString('latin1')).toBe('PNG');
+    // max-age=0: a browser's reload (fetch alone would add no-cache, which skips the validators).
+    const fresh = await fetch(url, { headers: { 'if-none-match': head.headers.get('etag')!, 'cache-control': 'max-age=0' } });
+    expect(fresh.status).toBe(304);
+  });
+
   it('expires files after the configured time', async () => {
     process.env.LSERVE_IMAGE_CACHE_TTL = '1s';
     const short = await startTestServer();

@@ -260,6 +260,54 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
     await shot('speech');
   }, 90_000);
 
+  it('a speech file from /v1/audio/files plays in an <audio> element, fetched by byte range, and seeks', async () => {
+    const fetched: Array<{ status: number; range: string | undefined }> = [];
+    const onResponse = async (response: import('playwright-core').Response) => {
+      if (!response.url().includes('/v1/audio/files/')) return;
+      fetched.push({ status: response.status(), range: (await response.request().allHeaders()).range });
+    };
+    page.on('response', onResponse);
+    try {
+      const result = await page.evaluate(async () => {
+        const res = await fetch('/v1/audio/speech', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'piper-test', input: 'The quick brown fox jumps over the lazy dog. Then it rests in the sun for a while.' }),
+        });
+        const { audio_url, duration: reported } = (await res.json()) as { audio_url: string; duration: number };
+        const audio = document.createElement('audio') as HTMLAudioElement;
+        document.body.append(audio);
+        const once = (event: string) =>
+          new Promise<void>((resolve, reject) => {
+            audio.addEventListener(event, () => resolve(), { once: true });
+            audio.addEventListener('error', () => reject(new Error(`media error ${audio.error?.code}: ${audio.error?.message}`)), { once: true });
+          });
+        const metadata = once('loadedmetadata');
+        audio.src = audio_url;
+        await metadata;
+        const duration = audio.duration as number;
+        await audio.play();
+        // Playback advances (polled on its own events; the test's timeout bounds the wait).
+        while ((audio.currentTime as number) < 0.2) await once('timeupdate');
+        audio.pause();
+        const seeked = once('seeked');
+        audio.currentTime = duration - 0.5;
+        await seeked;
+        const position = audio.currentTime as number;
+        audio.remove();
+        return { reported, duration, position };
+      });
+      expect(result.reported).toBeGreaterThan(1);
+      expect(result.duration).toBeCloseTo(result.reported, 2);
+      expect(result.position).toBeCloseTo(result.duration - 0.5, 1);
+      // The media element asked for byte ranges and got 206s.
+      expect(fetched.length).toBeGreaterThan(0);
+      expect(fetched.every((f) => f.status === 206 && /^bytes=\d*-\d*$/.test(f.range ?? '')), JSON.stringify(fetched)).toBe(true);
+    } finally {
+      page.off('response', onResponse);
+    }
+  }, 60_000);
+
   it('images: generates with progress, repaints a mask painted with the brush, and transforms a result', async () => {
     await open('images');
     await page.selectOption('#img-model', 'sd-test');

@@ -81,6 +81,117 @@ describe('POST /v1/audio/speech (one-shot, the specification form)', () => {
   });
 });
 
+describe('GET /v1/audio/files/:name as players fetch it: ranges, HEAD, revalidation', () => {
+  let url: string;
+  let whole: Buffer;
+  let etag: string;
+  let lastModified: string;
+
+  beforeAll(async () => {
+    const { audio_url } = (await (await post({ model: 'piper-test', input: TEXT, voice: 'lessac' })).json()) as { audio_url: string };
+    url = `${server.url}${audio_url}`;
+    const res = await fetch(url);
+    whole = Buffer.from(await res.arrayBuffer());
+    etag = res.headers.get('etag')!;
+    lastModified = res.headers.get('last-modified')!;
+    expect(res.headers.get('accept-ranges')).toBe('bytes');
+    expect(etag).toMatch(/^(W\/)?"[^"]+"$/);
+    expect(new Date(lastModified).getTime()).toBeGreaterThan(Date.now() - 120_000);
+    expect(whole.length).toBeGreaterThan(10_000);
+  });
+
+  const get = (headers: Record<string, string>, method = 'GET') => fetch(url, { method, headers });
+  /**
+   * A revalidation as a browser sends it on reload. (fetch() on its own adds
+   * `Cache-Control: no-cache` to a conditional request, which asks for the
+   * file whatever the validators say.)
+   */
+  const revalidate = (headers: Record<string, string>) => get({ 'cache-control': 'max-age=0', ...headers });
+
+  it('answers a byte range with 206, its Content-Range and exactly those bytes', async () => {
+    const size = whole.length;
+    const cases: Array<[string, number, number]> = [
+      ['bytes=0-43', 0, 43],
+      ['bytes=1000-4999', 1000, 4999],
+      ['bytes=-100', size - 100, size - 1],
+      [`bytes=${size - 10}-`, size - 10, size - 1],
+      [`bytes=${size - 5}-${size + 1000}`, size - 5, size - 1],
+      // Overlapping ranges are one range.
+      ['bytes=0-9,5-19', 0, 19],
+    ];
+    for (const [range, start, end] of cases) {
+      const res = await get({ range });
+      expect(res.status, range).toBe(206);
+      expect(res.headers.get('content-range'), range).toBe(`bytes ${start}-${end}/${size}`);
+      expect(res.headers.get('content-type')).toBe('audio/wav');
+      const bytes = Buffer.from(await res.arrayBuffer());
+      expect(Number(res.headers.get('content-length'))).toBe(end - start + 1);
+      expect(bytes.equals(whole.subarray(start, end + 1)), range).toBe(true);
+    }
+  });
+
+  it('sends the whole file for several ranges or a malformed Range, and 416 (JSON, with the length) for a range past the end', async () => {
+    for (const range of ['bytes=0-9,1000-1009', 'bytes=abc', 'bytes=x-y', 'items=0-9']) {
+      const res = await get({ range });
+      expect(res.status, range).toBe(200);
+      expect(Buffer.from(await res.arrayBuffer()).equals(whole), range).toBe(true);
+    }
+    for (const range of [`bytes=${whole.length}-`, `bytes=${whole.length + 100}-${whole.length + 200}`, 'bytes=-0']) {
+      const res = await get({ range });
+      expect(res.status, range).toBe(416);
+      expect(res.headers.get('content-range')).toBe(`bytes */${whole.length}`);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(res.headers.get('etag')).toBeNull();
+      const body = (await res.json()) as { error: { type: string; code: string; message: string } };
+      expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'range_not_satisfiable' });
+      expect(body.error.message).toContain(String(whole.length));
+    }
+  });
+
+  it('answers HEAD with the headers of GET and no body, for the whole file and for a range', async () => {
+    const head = await get({}, 'HEAD');
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBe(String(whole.length));
+    expect(head.headers.get('content-type')).toBe('audio/wav');
+    expect(head.headers.get('etag')).toBe(etag);
+    expect(head.headers.get('accept-ranges')).toBe('bytes');
+    expect(head.headers.get('cache-control')).toMatch(/^private, max-age=\d+, immutable$/);
+    expect((await head.arrayBuffer()).byteLength).toBe(0);
+    const ranged = await get({ range: 'bytes=10-19' }, 'HEAD');
+    expect(ranged.status).toBe(206);
+    expect(ranged.headers.get('content-range')).toBe(`bytes 10-19/${whole.length}`);
+    expect((await ranged.arrayBuffer()).byteLength).toBe(0);
+    expect((await fetch(`${server.url}/v1/audio/files/${'0'.repeat(32)}.wav`, { method: 'HEAD' })).status).toBe(404);
+  });
+
+  it('answers 304 to a matching If-None-Match, the file to another tag, and 412 to a failed If-Match', async () => {
+    const fresh = await revalidate({ 'if-none-match': etag });
+    expect(fresh.status).toBe(304);
+    expect(fresh.headers.get('etag')).toBe(etag);
+    expect((await fresh.arrayBuffer()).byteLength).toBe(0);
+    const changed = await revalidate({ 'if-none-match': '"something-else"' });
+    expect(changed.status).toBe(200);
+    expect(Buffer.from(await changed.arrayBuffer()).equals(whole)).toBe(true);
+    // If-Range with a stale tag: the whole file, not the range.
+    const stale = await get({ range: 'bytes=0-9', 'if-range': '"something-else"' });
+    expect(stale.status).toBe(200);
+    expect(Number(stale.headers.get('content-length'))).toBe(whole.length);
+    await stale.arrayBuffer();
+    const failed = await get({ 'if-match': '"something-else"' });
+    expect(failed.status).toBe(412);
+    expect(((await failed.json()) as { error: { code: string } }).error.code).toBe('precondition_failed');
+  });
+
+  it('answers 304 to If-Modified-Since at or after Last-Modified, and the file to an earlier date', async () => {
+    const fresh = await revalidate({ 'if-modified-since': lastModified });
+    expect(fresh.status).toBe(304);
+    expect((await fresh.arrayBuffer()).byteLength).toBe(0);
+    const older = await revalidate({ 'if-modified-since': new Date(Date.parse(lastModified) - 60_000).toUTCString() });
+    expect(older.status).toBe(200);
+    expect(Buffer.from(await older.arrayBuffer()).equals(whole)).toBe(true);
+  });
+});
+
 describe('OpenAI compatibility: the audio bytes themselves', () => {
   it('client.audio.speech.create from the official SDK returns audio (mp3 by default, an OpenAI voice name accepted)', async () => {
     const response = await client.audio.speech.create({ model: 'piper-test', voice: 'alloy', input: TEXT });

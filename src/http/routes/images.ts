@@ -137,7 +137,7 @@ export function imagesRouter(ctx: ServerContext): Router {
   });
 
   router.get('/v1/images/cache/:filename', async (req, res) => {
-    await sendCachedFile(res, cache, req.params.filename, 'image');
+    await sendCachedFile(req, res, cache, req.params.filename, 'image');
   });
 
   return router;

@@ -91,7 +91,7 @@ export function speechRouter(ctx: ServerContext): Router {
   });
 
   router.get('/v1/audio/files/:name', async (req, res) => {
-    await sendCachedFile(res, files, req.params.name, 'audio file');
+    await sendCachedFile(req, res, files, req.params.name, 'audio file');
   });
 
   return router;

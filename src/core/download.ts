@@ -3,7 +3,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isBundled, type CatalogEntry, type FileSpec } from './catalog.js';
 import { StoreError } from './errors.js';
-import { acquirePullLock } from './download-lock.js';
+import { acquirePullLock, type PullLock } from './download-lock.js';
 import { TRANSIENT_CODES, transferFile, type TransferResult } from './download-file.js';
 import { fileNameOf, idFromFileName, localFileNames, type InstalledModel, type Manifest, type ModelStore, type ModelSource, type UserModelOptions } from './store.js';
 
@@ -112,6 +112,8 @@ async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<M
     signal: options.signal,
     onWait: (pid) => options.onProgress?.({ type: 'waiting', id: entry.id, pid }),
   });
+  // A pull whose lock was taken over (its heartbeat stalled) stops writing the files another pull now owns.
+  const signal = options.signal ? AbortSignal.any([options.signal, lock.lost]) : lock.lost;
   let done = false;
   try {
     // The pull we waited for may have installed it.
@@ -122,10 +124,14 @@ async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<M
     let downloadedBytes = 0;
     for (const [role, spec] of Object.entries(entry.files)) {
       if (spec.npm) throw new StoreError(`'${entry.id}' mixes npm-bundled and remote files, which pull does not support`, 'not_downloadable');
-      const result = await stageFile(entry.id, role, spec, path.join(staging, names[role]!), options);
+      const result = await stageFile(entry.id, role, spec, path.join(staging, names[role]!), { ...options, signal }).catch((error: unknown) => {
+        throw lockLost(entry.id, lock, options.signal) ?? error;
+      });
       downloadedBytes += result.downloaded;
       files[role] = { name: names[role]!, size: result.size, sha256: result.sha256 };
     }
+    const lost = lockLost(entry.id, lock, options.signal);
+    if (lost) throw lost;
     // Every file is verified: move them into place, then the manifest makes the model visible.
     const dir = store.modelDir(entry.id);
     for (const file of Object.values(files)) {
@@ -148,6 +154,14 @@ async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<M
     // Removing the whole staging tree could delete the lock of a pull that started meanwhile; empty dirs only.
     if (done) await removeEmptyDirs(staging);
   }
+}
+
+function lockLost(id: string, lock: PullLock, callerSignal: AbortSignal | undefined): StoreError | undefined {
+  if (!lock.lost.aborted || callerSignal?.aborted) return undefined;
+  return new StoreError(
+    `The pull of '${id}' stopped: it had stalled (a sleeping machine or a paused process) long enough for another pull of it to take over. Run the pull again if that one failed.`,
+    'pull_lock_lost',
+  );
 }
 
 /**

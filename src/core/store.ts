@@ -307,7 +307,7 @@ export class ModelStore {
     const dir = this.modelDir(id);
     const partial = this.partialDir(id);
     // Deleting the staging directory under a running pull would break it midway (its .part files and
-    // lock vanish); the user stops or awaits that pull first. A stale lock (dead pid) does not count.
+    // lock vanish); the user stops or awaits that pull first. A stale lock (a dead pull's) does not count.
     const holder = await pullLockHolder(partial);
     if (holder !== undefined) {
       throw new StoreError(

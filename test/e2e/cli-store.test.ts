@@ -279,6 +279,17 @@ describe('lserve pull / list / rm', () => {
     expect(all.find((r) => r.id === 'stalling')).toMatchObject({ installed: false, status: 'partial' });
   });
 
+  it('on SIGTERM (docker stop, a service manager) stops the same way, releasing its lock, and exits 143', async () => {
+    const pull = await startStallingPull();
+    expect(existsSync(path.join(stallingPartial(), '.lock'))).toBe(true);
+    pull.child.kill('SIGTERM');
+    expect(await pull.exited).toEqual({ code: 143, signal: null });
+    expect(pull.output().stderr).toMatch(/Interrupted.*run `lserve pull stalling` again to resume/);
+    expect(await sizeOf(stallingPart())).toBe(STALL_AFTER);
+    // Released, not left for the next pull to find stale.
+    expect(existsSync(path.join(stallingPartial(), '.lock'))).toBe(false);
+  });
+
   it('refuses to rm a model while a pull of it runs, and removes it once the pull stopped', async () => {
     const pull = await startStallingPull();
     let exit: Awaited<RunningPull['exited']> | undefined;

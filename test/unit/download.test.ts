@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -13,6 +13,13 @@ import { ModelStore } from '../../src/core/store.js';
 import { sha256Of, startMirror, testBytes, type Mirror } from '../helpers/hf-mirror.js';
 
 const REPO = 'test-org/tiny-model';
+
+/** A lock file as a holder killed a minute ago left it: its heartbeat (mtime) stopped then. */
+async function writeStaleLock(file: string, content: string): Promise<void> {
+  await writeFile(file, content);
+  const then = new Date(Date.now() - 60_000);
+  await utimes(file, then, then);
+}
 
 function entry(id: string, files: Record<string, object>, extra: object = {}) {
   return { id, kind: 'asr', backend: 'onnx', description: `test model ${id}`, owned_by: 'test', license: 'mit', files, ...extra };
@@ -220,12 +227,12 @@ describe('pullModel against a local hub mirror', () => {
     expect(sha256Of(await readFile((await store.resolve('shared'))!.files.model!))).toBe(bigSha);
   });
 
-  it('takes over the lock of a dead process', async () => {
+  it('takes over the lock of a dead process once its heartbeat is stale', async () => {
     await mirror.put(REPO, 'stale.bin', small);
     const store = storeWith(entry('stale', { model: { repo: REPO, path: 'stale.bin' } }));
     const dead = spawnSync(process.execPath, ['-e', '']).pid!;
     await mkdir(store.partialDir('stale'), { recursive: true });
-    await writeFile(path.join(store.partialDir('stale'), '.lock'), `${dead} gone\n`);
+    await writeStaleLock(path.join(store.partialDir('stale'), '.lock'), `${dead} gone\n`);
     await pullModel(store, 'stale');
     expect(await store.resolve('stale')).toBeDefined();
   });
@@ -243,11 +250,28 @@ describe('pullModel against a local hub mirror', () => {
     });
     expect(existsSync(path.join(staging, 'locked.bin.part'))).toBe(true);
 
-    // A pull killed outright (SIGKILL, a second Ctrl-C) leaves its lock behind naming a dead pid.
+    // A pull killed outright (SIGKILL, a second Ctrl-C) leaves its lock behind, its heartbeat stopped.
     const dead = spawnSync(process.execPath, ['-e', '']).pid!;
-    await writeFile(path.join(staging, '.lock'), `${dead} gone\n`);
+    await writeStaleLock(path.join(staging, '.lock'), `${dead} gone\n`);
     expect(await store.remove('locked')).toBe(true);
     expect(existsSync(staging)).toBe(false);
+  });
+
+  it('stops a pull whose lock another pull took over (its heartbeat had stalled), leaving that pull its files', async () => {
+    await mirror.put(REPO, 'taken.bin', big, { stallAfter: 100_000 });
+    const store = storeWith(entry('taken', { model: { repo: REPO, path: 'taken.bin' } }));
+    const lockFile = path.join(store.partialDir('taken'), '.lock');
+    const other = `${process.pid} the-other-pull -\n`;
+    const pulling = pullModel(store, 'taken', {
+      onProgress: (e) => {
+        // As a waiting pull does once it judged this one's heartbeat stale.
+        if (e.type === 'progress' && e.receivedBytes === 100_000) void writeFile(lockFile, other);
+      },
+    });
+    const error = (await pulling.catch((e: unknown) => e)) as StoreError;
+    expect(error.code).toBe('pull_lock_lost');
+    expect(error.message).toContain("The pull of 'taken' stopped");
+    expect(await readFile(lockFile, 'utf8')).toBe(other);
   });
 
   it('leaves the part file when aborted, so a rerun resumes', async () => {

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import os from 'node:os';
 import path from 'node:path';
 import { MODEL_KINDS, isBundled, type ModelKind } from '../../core/catalog.js';
 import type { InstalledModel } from '../../core/store.js';
@@ -13,8 +14,8 @@ import { createEngine, globalOptions, positiveInt } from '../context.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { createPullProgress, formatDuration, progressMode } from '../views/pull-progress.js';
 
-/** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
-const EXIT_INTERRUPTED = 130;
+/** Signals that stop a pull cleanly (partial files kept, lock released); the exit status is 128 + the signal's number, as shells report such a death (130 after Ctrl-C). */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 interface PullFlags {
   kind?: string;
@@ -116,8 +117,8 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
 
   const view = createPullProgress(progressMode(out, flags.quiet), out);
   const controller = new AbortController();
-  const onSigint = () => controller.abort();
-  process.once('SIGINT', onSigint);
+  const onSignal = (signal: NodeJS.Signals) => controller.abort(signal);
+  for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
   const started = Date.now();
   let result: PullResult;
   try {
@@ -129,11 +130,12 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     view.stop();
     if (controller.signal.aborted) {
       const name = entry?.id ?? target;
-      throw new CliError(`Interrupted. The partial download is kept; run \`lserve pull ${name}\` again to resume.`, EXIT_INTERRUPTED);
+      const status = 128 + os.constants.signals[controller.signal.reason as NodeJS.Signals];
+      throw new CliError(`Interrupted. The partial download is kept; run \`lserve pull ${name}\` again to resume.`, status);
     }
     throw error;
   } finally {
-    process.off('SIGINT', onSigint);
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
   }
   view.stop();
   const { model } = result;

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { ContextSizes } from '../core/loader.js';
 import { Engine, type EngineOptions } from '../compose.js';
 import { parseDuration, parseSize } from '../core/units.js';
+import { envHubToken, readHubTokenFile, type HubToken } from '../core/hub-auth.js';
 import { CliError, EXIT_USAGE } from './errors.js';
 
 /** Options every subcommand inherits from the program. */
@@ -45,6 +46,22 @@ export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, ext
   if (flags.maxQueue !== undefined) options.maxQueue = positiveInt(flags.maxQueue, '--max-queue', true);
   if (flags.ctxSize?.length) options.contextSizes = parseContextSizes(flags.ctxSize);
   return new Engine(options);
+}
+
+/** Help text of `--hf-token-file` (pull, serve). */
+export const HF_TOKEN_FILE_HELP = 'read a Hugging Face access token from this file, for gated and private models (default: $HF_TOKEN); sent to the hub only';
+
+/**
+ * The Hugging Face token `--hf-token-file` names (it wins over HF_TOKEN), else
+ * HF_TOKEN's; a file that cannot be read or holds no token is a usage error,
+ * found before any download starts.
+ */
+export async function hubTokenOption(file: string | undefined): Promise<HubToken | undefined> {
+  try {
+    return file === undefined ? envHubToken() : await readHubTokenFile(file);
+  } catch (error) {
+    throw new CliError((error as Error).message, EXIT_USAGE);
+  }
 }
 
 /** Help text of the repeatable `--ctx-size` option (serve, run). */

@@ -6,6 +6,7 @@ import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { StoreError } from './errors.js';
+import { originOf } from './hub-auth.js';
 import { formatBytes } from './units.js';
 
 /**
@@ -25,11 +26,21 @@ export interface FileTransfer {
   expectedSha256?: string;
   /** How to say where files come from when the network fails (e.g. the HF_ENDPOINT hint). */
   networkHint?: string;
+  /** The hub: its token goes to URLs of its origin only, and its 401/403 answers say how to get access. */
+  hub?: HubAccess;
   signal?: AbortSignal;
   /** Abort when no bytes arrive for this long (connect, headers and body). */
   idleTimeoutMs: number;
   onStart(info: { totalBytes: number | undefined; resumedFrom: number }): void;
   onData(receivedBytes: number): void;
+}
+
+export interface HubAccess {
+  origin: string;
+  /** Sent as a Bearer token on each hop to `origin`, dropped on a hop to any other (the CDN). */
+  token: string | undefined;
+  /** The message for a 401/403 from `origin` for `url`. */
+  deniedHint(status: number, url: string): string;
 }
 
 export interface TransferResult {
@@ -65,14 +76,14 @@ async function attempt(t: FileTransfer, idle: IdleAbort, restarted: boolean): Pr
     await rm(t.partPath, { force: true });
     existing = 0;
   }
-  const { response, linkedEtag } = await request(t.url, existing, idle);
+  const { response, linkedEtag } = await request(t, existing, idle);
   let total: number | undefined;
   if (response.status === 416) {
     // Nothing past our offset: complete if the server's size (or the catalog's) matches what we have.
     await response.body?.cancel();
     const size = contentRangeTotal(response.headers.get('content-range')) ?? t.expectedSize;
     if (existing > 0 && size === existing) return finish(t, await hashFile(t.partPath), existing, linkedEtag);
-    if (restarted) throw httpError(t, response.status);
+    if (restarted) throw httpError(t, response);
     return 'restart';
   } else if (response.status === 206) {
     const range = parseContentRange(response.headers.get('content-range'));
@@ -88,7 +99,7 @@ async function attempt(t: FileTransfer, idle: IdleAbort, restarted: boolean): Pr
     total = addLength(0, response.headers.get('content-length'));
   } else {
     await response.body?.cancel();
-    throw httpError(t, response.status);
+    throw httpError(t, response);
   }
   if (!response.body) throw new StoreError(`${t.url} sent no body`, 'http_error');
   if (t.expectedSize !== undefined && total !== undefined && total !== t.expectedSize) {
@@ -142,15 +153,20 @@ async function finish(t: FileTransfer, hash: Hash, size: number, linkedEtag: str
 
 /**
  * GET with redirects followed by hand, so the Hugging Face hop's
- * `x-linked-etag` (the LFS sha256, absent from the CDN's answer) is seen.
+ * `x-linked-etag` (the LFS sha256, absent from the CDN's answer) is seen, and
+ * the hub's token goes only to the hub: by origin (scheme, host and port, as
+ * the Fetch standard and curl decide), so neither another host (the CDN, a
+ * subdomain) nor plain http on the same host ever receives it.
  */
-async function request(url: string, offset: number, idle: IdleAbort): Promise<{ response: Response; linkedEtag: string | undefined }> {
+async function request(t: FileTransfer, offset: number, idle: IdleAbort): Promise<{ response: Response; linkedEtag: string | undefined }> {
   // identity: a compressed body would break Range offsets and the size check.
-  const headers: Record<string, string> = { 'accept-encoding': 'identity', 'user-agent': 'lserve' };
-  if (offset > 0) headers.range = `bytes=${offset}-`;
-  let current = url;
+  const common: Record<string, string> = { 'accept-encoding': 'identity', 'user-agent': 'lserve' };
+  if (offset > 0) common.range = `bytes=${offset}-`;
+  let current = t.url;
   let linkedEtag: string | undefined;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    const toHub = t.hub?.token !== undefined && originOf(current) === t.hub.origin;
+    const headers = toHub ? { ...common, authorization: `Bearer ${t.hub!.token}` } : common;
     const response = await fetch(current, { headers, redirect: 'manual', signal: idle.signal });
     idle.touch();
     linkedEtag ??= sha256Etag(response.headers.get('x-linked-etag'));
@@ -162,7 +178,7 @@ async function request(url: string, offset: number, idle: IdleAbort): Promise<{ 
     }
     return { response, linkedEtag: linkedEtag ?? sha256Etag(response.headers.get('etag')) };
   }
-  throw new StoreError(`Too many redirects downloading ${url}`, 'http_error');
+  throw new StoreError(`Too many redirects downloading ${t.url}`, 'http_error');
 }
 
 /** An ETag that is a bare sha256 (Hugging Face LFS files); others (git blob ids, weak tags) say nothing. */
@@ -228,10 +244,14 @@ function diskFull(t: FileTransfer, needed?: number, free?: number): StoreError {
   );
 }
 
-function httpError(t: FileTransfer, status: number): StoreError {
+/** The error for a final answer that is not the file; `response.url` is the hop that gave it (never quoted: a CDN's is signed). */
+function httpError(t: FileTransfer, response: Response): StoreError {
+  const { status } = response;
   if (status === 404) return new StoreError(`Not found (HTTP 404): ${t.url}`, 'http_404');
   if (status === 401 || status === 403) {
-    return new StoreError(`Access denied (HTTP ${status}) for ${t.url}: the file may be gated or private`, `http_${status}`);
+    const fromHub = t.hub !== undefined && originOf(response.url) === t.hub.origin;
+    const hint = fromHub ? t.hub!.deniedHint(status, response.url) : 'the file may be gated or private';
+    return new StoreError(`Access denied (HTTP ${status}) for ${t.url}: ${hint}`, `http_${status}`);
   }
   return new StoreError(`HTTP ${status} from ${t.url}`, status >= 500 ? 'http_5xx' : 'http_error');
 }

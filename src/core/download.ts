@@ -4,7 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isBundled, type CatalogEntry, type FileSpec } from './catalog.js';
 import { StoreError } from './errors.js';
 import { acquirePullLock, type PullLock } from './download-lock.js';
-import { TRANSIENT_CODES, transferFile, type TransferResult } from './download-file.js';
+import { TRANSIENT_CODES, transferFile, type HubAccess, type TransferResult } from './download-file.js';
+import { envHubToken, hubDeniedHint, originOf, type HubToken } from './hub-auth.js';
 import { fileNameOf, idFromFileName, localFileNames, type InstalledModel, type Manifest, type ModelStore, type ModelSource, type UserModelOptions } from './store.js';
 
 /**
@@ -42,6 +43,8 @@ export interface PullOptions {
   retries?: number;
   /** Give up on a connection that sends nothing for this long. Default 30 s. */
   idleTimeoutMs?: number;
+  /** Token for gated and private models (`--hf-token-file`); default HF_TOKEN. Sent to the hub's origin only. */
+  hfToken?: HubToken;
 }
 
 export interface PullResult {
@@ -107,6 +110,7 @@ export async function pullUrl(
 async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<ModelSource, 'bundled' | 'local'>, options: PullOptions): Promise<PullResult> {
   const installed = await store.resolve(entry.id);
   if (installed) return { model: installed, alreadyInstalled: true, downloadedBytes: 0 };
+  const hub = hubAccess(entry.id, options.hfToken ?? envHubToken());
   const staging = store.partialDir(entry.id);
   const lock = await acquirePullLock(staging, {
     signal: options.signal,
@@ -124,7 +128,7 @@ async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<M
     let downloadedBytes = 0;
     for (const [role, spec] of Object.entries(entry.files)) {
       if (spec.npm) throw new StoreError(`'${entry.id}' mixes npm-bundled and remote files, which pull does not support`, 'not_downloadable');
-      const result = await stageFile(entry.id, role, spec, path.join(staging, names[role]!), { ...options, signal }).catch((error: unknown) => {
+      const result = await stageFile(entry.id, role, spec, path.join(staging, names[role]!), { ...options, signal }, hub).catch((error: unknown) => {
         throw lockLost(entry.id, lock, options.signal) ?? error;
       });
       downloadedBytes += result.downloaded;
@@ -156,6 +160,14 @@ async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<M
   }
 }
 
+/** The hub's origin, with the token for it and what its 401/403 means for this model. */
+function hubAccess(id: string, token: HubToken | undefined): HubAccess | undefined {
+  const endpoint = hubEndpoint();
+  const origin = originOf(endpoint);
+  if (origin === undefined) return undefined; // a malformed HF_ENDPOINT: its URLs fail to fetch anyway
+  return { origin, token: token?.token, deniedHint: (status, url) => hubDeniedHint(id, endpoint, url, status, token) };
+}
+
 function lockLost(id: string, lock: PullLock, callerSignal: AbortSignal | undefined): StoreError | undefined {
   if (!lock.lost.aborted || callerSignal?.aborted) return undefined;
   return new StoreError(
@@ -175,6 +187,7 @@ async function stageFile(
   spec: FileSpec,
   staged: string,
   options: PullOptions,
+  hub: HubAccess | undefined,
 ): Promise<{ size: number; sha256: string; downloaded: number }> {
   const file = path.basename(staged);
   const emit = options.onProgress ?? (() => {});
@@ -200,6 +213,7 @@ async function stageFile(
         networkHint: spec.repo
           ? `Models are downloaded from ${hubEndpoint()}; set HF_ENDPOINT to use a mirror${process.env.HF_ENDPOINT ? '' : ' (it is not set)'}.`
           : undefined,
+        hub,
         signal: options.signal,
         idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
         onStart: (info) => {

@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import type { Engine } from '../core/engine.js';
 import { ClientClosedError } from '../core/errors.js';
+import type { HubToken } from '../core/hub-auth.js';
 import type { InputPolicy } from './remote-input.js';
 import type { ServerMetrics } from './metrics.js';
 
@@ -42,6 +43,8 @@ export interface ServerOptions {
   streamIdleMs?: number;
   /** Serve Prometheus metrics at GET /metrics (`lserve serve --metrics`); off by default (404). */
   metrics?: boolean;
+  /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */
+  hfToken?: HubToken;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

@@ -17,8 +17,12 @@ import path from 'node:path';
 export interface MirrorFile {
   /** Serve `x-linked-etag: "<sha256>"` on the resolve response, as the hub does for LFS files. */
   linkedEtag?: boolean | string;
-  /** Answer the resolve URL with a 302 to a /cdn/ path (the hub's LFS redirect). */
-  redirect?: boolean;
+  /**
+   * Answer the resolve URL with a 302 to a /cdn/ path (the hub's LFS redirect): on this server
+   * (`true`), or on the server at this base URL (another origin, as the hub's CDN is; it must
+   * serve the file too).
+   */
+  redirect?: boolean | string;
   /** Destroy the socket after this many body bytes, for the next `cutTimes` requests. */
   cutAfter?: number;
   cutTimes?: number;
@@ -35,6 +39,8 @@ export interface MirrorFile {
 export interface MirrorRequest {
   url: string;
   range: string | undefined;
+  /** The Authorization header the request carried. */
+  authorization: string | undefined;
   status: number;
   bytesSent: number;
 }
@@ -71,7 +77,7 @@ export async function startMirror(): Promise<Mirror> {
 
   const server = http.createServer((req, res) => {
     const url = decodeURIComponent((req.url ?? '/').split('?')[0]!);
-    const record: MirrorRequest = { url, range: req.headers.range, status: 0, bytesSent: 0 };
+    const record: MirrorRequest = { url, range: req.headers.range, authorization: req.headers.authorization, status: 0, bytesSent: 0 };
     requests.push(record);
     const cdn = url.startsWith('/cdn/');
     const served = files.get(cdn ? url.slice(4) : url);
@@ -92,7 +98,8 @@ export async function startMirror(): Promise<Mirror> {
       return;
     }
     if (options.redirect && !cdn) {
-      send(302, { location: `/cdn${url}`, ...(etag ? { 'x-linked-etag': `"${etag}"` } : {}) });
+      const base = typeof options.redirect === 'string' ? options.redirect : '';
+      send(302, { location: `${base}/cdn${url}`, ...(etag ? { 'x-linked-etag': `"${etag}"` } : {}) });
       res.end();
       return;
     }

@@ -10,7 +10,7 @@ import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
 import type { Engine } from '../../core/engine.js';
 import { StoreError } from '../../core/errors.js';
 import { formatBytes } from '../../core/units.js';
-import { createEngine, globalOptions, positiveInt } from '../context.js';
+import { createEngine, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt } from '../context.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { createPullProgress, formatDuration, progressMode } from '../views/pull-progress.js';
 
@@ -24,6 +24,7 @@ interface PullFlags {
   ctxSize?: string;
   default?: string[];
   quiet?: boolean;
+  hfTokenFile?: string;
 }
 
 export function pullCommand(): Command {
@@ -35,6 +36,7 @@ export function pullCommand(): Command {
     .option('--backend <name>', 'runtime for your own file or URL (default: llama for .gguf, onnx otherwise); for a directory, only layouts of that backend are tried')
     .option('--ctx-size <tokens>', 'context size for your own single-file text model (default: 4096 chat, 8192 embedding/rerank, capped at its training context)')
     .option('--default <key=value>', `a request default for your own image model, repeatable (${IMAGE_DEFAULT_KEYS.join(', ')}); overrides what its configs say`, (pair: string, all: string[] = []) => [...all, pair])
+    .option('--hf-token-file <path>', HF_TOKEN_FILE_HELP)
     .option('--quiet', 'no progress output')
     .addHelpText(
       'after',
@@ -53,6 +55,8 @@ export function pullCommand(): Command {
         '  $ lserve pull ./lcm-export --kind image --default steps=4 --default guidance_scale=1',
         '  $ lserve pull https://example.com/models/tiny.gguf --kind chat --id tiny',
         '  $ HF_ENDPOINT=https://hf-mirror.example lserve pull whisper-base',
+        '  $ HF_TOKEN=hf_… lserve pull my-gated-model     # gated or private: accept its licence on the model page first',
+        '  $ lserve pull my-gated-model --hf-token-file ~/.cache/huggingface/token',
       ].join('\n'),
     )
     .action(async (target: string, flags: PullFlags, command: Command) => {
@@ -115,6 +119,7 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     return;
   }
 
+  const hfToken = await hubTokenOption(flags.hfTokenFile);
   const view = createPullProgress(progressMode(out, flags.quiet), out);
   const controller = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => controller.abort(signal);
@@ -122,7 +127,7 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   const started = Date.now();
   let result: PullResult;
   try {
-    const options = { onProgress: view.onEvent, signal: controller.signal };
+    const options = { onProgress: view.onEvent, signal: controller.signal, hfToken };
     result = entry
       ? await pullModel(engine.store, entry.id, options)
       : await pullUrl(engine.store, target, own, options).catch(usageOnBadInput);

@@ -3,7 +3,7 @@ import { parseSize } from '../../core/units.js';
 import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
-import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
+import { collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;
@@ -19,6 +19,7 @@ interface ServeFlags extends EngineFlags {
   allowRemoteInput?: string;
   metrics?: boolean;
   ui: boolean;
+  hfTokenFile?: string;
 }
 
 export function serveCommand(): Command {
@@ -43,6 +44,7 @@ export function serveCommand(): Command {
     .addOption(new Option('--allow-remote-input <list>').hideHelp())
     .option('--no-ui', 'do not serve the playground (a web page for every task) at /')
     .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
+    .option('--hf-token-file <path>', `${HF_TOKEN_FILE_HELP}; used by POST /v1/models/pull`)
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
       'after',
@@ -75,6 +77,7 @@ Examples:
       } catch (error) {
         throw new CliError(`--allow-private-urls: ${(error as Error).message}`, EXIT_USAGE);
       }
+      const hfToken = await hubTokenOption(flags.hfTokenFile);
       const log = (message: string) => process.stderr.write(`${message}\n`);
       const engine = createEngine(global, flags, { log: global.verbose ? (m) => log(`[engine] ${m}`) : log });
       // Imported here so that other commands never load express and ws.
@@ -92,6 +95,7 @@ Examples:
         logFormat: flags.logFormat,
         metrics: Boolean(flags.metrics),
         ui: flags.ui,
+        hfToken,
         log,
       });
       const models = await engine.store.list();

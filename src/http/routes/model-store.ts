@@ -67,7 +67,7 @@ export function modelStoreRouter(ctx: ServerContext): Router {
     if (body.stream === false) {
       pulling.add(id);
       try {
-        const result = await pullModel(engine.store, id, { signal });
+        const result = await pullModel(engine.store, id, { signal, hfToken: ctx.options.hfToken });
         const model = await engine.prepare(result.model);
         res.json({ id, object: 'model', kind: model.entry.kind, size_bytes: model.sizeBytes, already_installed: result.alreadyInstalled, downloaded_bytes: result.downloadedBytes });
       } catch (error) {
@@ -85,7 +85,7 @@ export function modelStoreRouter(ctx: ServerContext): Router {
     pulling.add(id);
     try {
       send(progress.start);
-      const result = await pullModel(engine.store, id, { signal, onProgress: progress.onEvent });
+      const result = await pullModel(engine.store, id, { signal, onProgress: progress.onEvent, hfToken: ctx.options.hfToken });
       const model = await engine.prepare(result.model, (line) => send({ type: 'prepare', model: id, message: line }));
       send({ type: 'done', model: id, kind: model.entry.kind, size_bytes: model.sizeBytes, already_installed: result.alreadyInstalled, downloaded_bytes: result.downloadedBytes });
     } catch (error) {

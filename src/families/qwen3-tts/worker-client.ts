@@ -1,9 +1,6 @@
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { guarded } from '../../core/guard.js';
+import { startModuleWorker } from '../../runtimes/worker/module-worker.js';
+import { WorkerCalls } from '../../runtimes/worker/worker-calls.js';
 import type { GenerateRequest, GeneratorInit, ReferenceCodes, StopReason } from './generator.js';
 
 /**
@@ -27,57 +24,26 @@ export class GeneratorError extends Error {
   }
 }
 
-type Reply = { id: number; ok: true; result?: unknown } | { id: number; ok: false; error: string; param?: string } | { id: number; frame: Int32Array };
-
-interface Pending {
-  settle: (reply: Extract<Reply, { ok: boolean }>) => void;
-  onFrame?: (codes: Int32Array) => void;
-}
-
-/** The compiled worker beside this module, or — under the TypeScript sources (tests, tsx) — worker.ts through tsx's loader. */
-function startWorker(): Worker {
-  const compiled = new URL('./worker.js', import.meta.url);
-  if (existsSync(fileURLToPath(compiled))) return new Worker(compiled);
-  const source = new URL('./worker.ts', import.meta.url).href;
-  const tsx = pathToFileURL(path.join(path.dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/esm/api/index.mjs')).href;
-  return new Worker(`import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(source)}); })`, { eval: true });
-}
-
 export class GeneratorWorker {
-  private nextId = 0;
-  private readonly pending = new Map<number, Pending>();
-  private failure: string | undefined;
-
-  private constructor(private readonly worker: Worker) {
-    worker.on('message', (reply: Reply) => {
-      const pending = this.pending.get(reply.id);
-      if (!pending) return;
-      if ('frame' in reply) {
-        pending.onFrame?.(reply.frame);
-        return;
-      }
-      this.pending.delete(reply.id);
-      if (this.pending.size === 0) worker.unref();
-      pending.settle(reply);
-    });
-    worker.on('error', (error) => this.failAll(error.message));
-    worker.on('exit', () => this.failAll('the Qwen3-TTS generator worker exited'));
-  }
+  private constructor(private readonly worker: WorkerCalls) {}
 
   static async start(init: GeneratorInit): Promise<GeneratorWorker> {
-    const client = new GeneratorWorker(startWorker());
+    const worker = new WorkerCalls(startModuleWorker(new URL('./worker.js', import.meta.url)), {
+      exited: 'the Qwen3-TTS generator worker exited',
+      error: (message, param) => new GeneratorError(message, param),
+    });
     try {
-      await client.call({ type: 'init', init });
+      await worker.call({ type: 'init', init });
     } catch (error) {
-      await client.worker.terminate();
+      await worker.terminate();
       throw error;
     }
-    return client;
+    return new GeneratorWorker(worker);
   }
 
   /** x-vector (and codes, for in-context cloning) of a 24 kHz reference voice. */
   encodeReference(samples: Float32Array, withCodes: boolean): Promise<ReferenceCodes> {
-    return this.call({ type: 'reference', samples, withCodes }) as Promise<ReferenceCodes>;
+    return this.worker.call<ReferenceCodes>({ type: 'reference', samples, withCodes });
   }
 
   /**
@@ -98,9 +64,9 @@ export class GeneratorWorker {
       stop();
     });
     try {
-      const result = (await this.call({ type: 'generate', request, abort }, (codes) => {
+      const result = await this.worker.call<{ frames: number; reason: StopReason }, Int32Array>({ type: 'generate', request, abort }, [], (codes) => {
         if (!fault) frame(codes);
-      })) as { frames: number; reason: StopReason };
+      });
       if (fault) throw fault.error;
       return result;
     } finally {
@@ -110,29 +76,9 @@ export class GeneratorWorker {
 
   async release(): Promise<void> {
     try {
-      await this.call({ type: 'release' });
+      await this.worker.call({ type: 'release' });
     } finally {
       await this.worker.terminate();
     }
-  }
-
-  private call(message: Record<string, unknown>, onFrame?: (codes: Int32Array) => void): Promise<unknown> {
-    if (this.failure) return Promise.reject(new GeneratorError(this.failure));
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, {
-        onFrame,
-        settle: (reply) => (reply.ok ? resolve(reply.result) : reject(new GeneratorError(reply.error, reply.param))),
-      });
-      // Keep the process alive only while a call is in flight.
-      this.worker.ref();
-      this.worker.postMessage({ ...message, id });
-    });
-  }
-
-  private failAll(message: string): void {
-    this.failure ??= message;
-    for (const pending of this.pending.values()) pending.settle({ id: -1, ok: false, error: message });
-    this.pending.clear();
   }
 }

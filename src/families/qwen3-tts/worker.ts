@@ -36,7 +36,7 @@ port.on('message', async (message: Request) => {
       const flag = new Int32Array(message.abort);
       const result = await ready().generate(
         message.request,
-        (codes) => port.postMessage({ id, frame: codes }, [codes.buffer as ArrayBuffer]),
+        (codes) => port.postMessage({ id, update: codes }, [codes.buffer as ArrayBuffer]),
         () => Atomics.load(flag, 0) !== 0,
       );
       port.postMessage({ id, ok: true, result });

@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { Worker } from 'node:worker_threads';
-import { startModuleWorker } from '../../runtimes/onnx/module-worker.js';
+import { startModuleWorker } from '../../runtimes/worker/module-worker.js';
+import { WorkerCalls } from '../../runtimes/worker/worker-calls.js';
 
 /**
  * Silero VAD (v6.2, MIT, by the Silero team) on onnxruntime-node: speech
@@ -223,70 +223,38 @@ export class VadStream {
   }
 }
 
-type Reply = { id: number; ok: true; result?: unknown } | { id: number; ok: false; error: string };
-
 /** The main thread's handle on silero-vad-worker.ts: one worker per loaded model. */
 class VadWorker {
-  private nextId = 0;
-  private readonly pending = new Map<number, (reply: Reply) => void>();
-  private failure: string | undefined;
-  inputNames: string[] = [];
-  outputNames: string[] = [];
-
   private constructor(
-    private readonly worker: Worker,
-    readonly path: string,
-  ) {
-    worker.on('message', (reply: Reply) => {
-      const settle = this.pending.get(reply.id);
-      this.pending.delete(reply.id);
-      if (this.pending.size === 0) worker.unref();
-      settle?.(reply);
-    });
-    worker.on('error', (error) => this.failAll(error.message));
-    worker.on('exit', () => this.failAll('the Silero VAD worker exited'));
-  }
+    private readonly worker: WorkerCalls,
+    readonly inputNames: string[],
+    readonly outputNames: string[],
+  ) {}
 
   static async start(modelPath: string, threads: number): Promise<VadWorker> {
-    const client = new VadWorker(startModuleWorker(new URL('./silero-vad-worker.js', import.meta.url)), modelPath);
+    const worker = new WorkerCalls(startModuleWorker(new URL('./silero-vad-worker.js', import.meta.url)), {
+      exited: 'the Silero VAD worker exited',
+      error: (message) => new Error(`${modelPath}: ${message}`),
+    });
     try {
-      const names = (await client.call({ type: 'create', path: modelPath, threads })) as { inputNames: string[]; outputNames: string[] };
-      client.inputNames = names.inputNames;
-      client.outputNames = names.outputNames;
+      const names = await worker.call<{ inputNames: string[]; outputNames: string[] }>({ type: 'create', path: modelPath, threads });
+      return new VadWorker(worker, names.inputNames, names.outputNames);
     } catch (error) {
-      await client.worker.terminate();
+      await worker.terminate();
       throw error;
     }
-    return client;
   }
 
   /** Runs the whole windows of `samples` (transferred: the caller must not use it afterwards) for one stream. */
   run(stream: string, fresh: boolean, samples: Float32Array): Promise<Float32Array> {
-    return this.call({ type: 'run', stream, fresh, samples }, [samples.buffer as ArrayBuffer]) as Promise<Float32Array>;
+    return this.worker.call<Float32Array>({ type: 'run', stream, fresh, samples }, [samples.buffer as ArrayBuffer]);
   }
 
   async release(): Promise<void> {
     try {
-      await this.call({ type: 'release' });
+      await this.worker.call({ type: 'release' });
     } finally {
       await this.worker.terminate();
     }
-  }
-
-  private call(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<unknown> {
-    if (this.failure) return Promise.reject(new Error(`${this.path}: ${this.failure}`));
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, (reply) => (reply.ok ? resolve(reply.result) : reject(new Error(`${this.path}: ${reply.error}`))));
-      // Keep the process alive only while a call is in flight.
-      this.worker.ref();
-      this.worker.postMessage({ ...message, id }, transfer);
-    });
-  }
-
-  private failAll(message: string): void {
-    this.failure ??= message;
-    for (const settle of this.pending.values()) settle({ id: -1, ok: false, error: message });
-    this.pending.clear();
   }
 }

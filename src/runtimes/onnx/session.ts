@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import { WorkerCalls } from '../worker/worker-calls.js';
 import { machineThreads } from './threads.js';
 
 /**
@@ -91,7 +92,8 @@ interface WireTensor {
   dims: number[];
 }
 
-type Reply = ({ ok: true } & Partial<Described> & { outputs?: Record<string, WireTensor> }) | { ok: false; error: string };
+/** What a run sends back: its fetched outputs. */
+type RunResult = { outputs: Record<string, WireTensor> };
 
 const VIEWS = { float32: Float32Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array, bool: Uint8Array, uint8: Uint8Array } as const;
 
@@ -113,9 +115,9 @@ parentPort.on('message', async (msg) => {
   try {
     if (msg.type === 'create') {
       session = await ort.InferenceSession.create(msg.path, msg.options);
-      parentPort.postMessage({ id: msg.id, ok: true, inputNames: [...session.inputNames], outputNames: [...session.outputNames],
+      parentPort.postMessage({ id: msg.id, ok: true, result: { inputNames: [...session.inputNames], outputNames: [...session.outputNames],
         inputShapes: shapes(session.inputMetadata), outputShapes: shapes(session.outputMetadata),
-        inputTypes: types(session.inputMetadata), outputTypes: types(session.outputMetadata) });
+        inputTypes: types(session.inputMetadata), outputTypes: types(session.outputMetadata) } });
     } else if (msg.type === 'run') {
       const feeds = {};
       for (const [name, feed] of Object.entries(msg.feeds)) {
@@ -146,7 +148,7 @@ parentPort.on('message', async (msg) => {
         outputs[name] = { type: out.type, buffer: data.buffer, byteOffset: data.byteOffset, length: data.length, dims };
         if (!transfer.includes(data.buffer)) transfer.push(data.buffer);
       }
-      parentPort.postMessage({ id: msg.id, ok: true, outputs }, transfer);
+      parentPort.postMessage({ id: msg.id, ok: true, result: { outputs } }, transfer);
     } else if (msg.type === 'drop') {
       for (const name of [...kept.keys()]) if (name.startsWith(msg.prefix)) kept.delete(name);
       parentPort.postMessage({ id: msg.id, ok: true });
@@ -187,34 +189,24 @@ type Sessions<P> = { [K in keyof P]: undefined extends P[K] ? OnnxSession | unde
 
 export class OnnxSession {
   private queue: Promise<unknown> = Promise.resolve();
-  private nextId = 0;
-  private readonly pending = new Map<number, (reply: Reply) => void>();
 
   private constructor(
-    private readonly worker: Worker,
+    private readonly worker: WorkerCalls,
     readonly path: string,
     private readonly described: Described,
   ) {}
 
   static async create(path: string, options: OnnxSessionOptions): Promise<OnnxSession> {
-    const worker = new Worker(WORKER, { eval: true, workerData: { ort: ORT_PATH } });
-    const sessionOptions = ortSessionOptions(options);
-    const session = new OnnxSession(worker, path, { inputNames: [], outputNames: [], inputShapes: [], outputShapes: [], inputTypes: [], outputTypes: [] });
-    worker.on('message', (reply: Reply & { id: number }) => {
-      session.pending.get(reply.id)?.(reply);
-      session.pending.delete(reply.id);
-      if (session.pending.size === 0) worker.unref();
+    const worker = new WorkerCalls(new Worker(WORKER, { eval: true, workerData: { ort: ORT_PATH } }), {
+      exited: 'the ONNX Runtime worker exited',
+      error: (message) => new Error(`${path}: ${message}`),
     });
-    worker.on('error', (error) => session.failAll(error.message));
-    worker.on('exit', () => session.failAll('the ONNX Runtime worker exited'));
     try {
-      const reply = await session.call({ type: 'create', path, options: sessionOptions });
-      Object.assign(session.described, reply);
+      return new OnnxSession(worker, path, await worker.call<Described>({ type: 'create', path, options: ortSessionOptions(options) }));
     } catch (error) {
       await worker.terminate();
       throw error;
     }
-    return session;
   }
 
   /**
@@ -299,9 +291,9 @@ export class OnnxSession {
       if (!transfer.includes(buffer as ArrayBuffer)) transfer.push(buffer as ArrayBuffer);
     }
     const next = this.queue.then(async () => {
-      const reply = await this.call({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep }, keepInputs: { ...options.keepInputs }, rows: { ...options.rows } }, transfer);
+      const reply = await this.worker.call<RunResult>({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep }, keepInputs: { ...options.keepInputs }, rows: { ...options.rows } }, transfer);
       const outputs: Record<string, Tensor> = {};
-      for (const [name, t] of Object.entries(reply.outputs ?? {})) {
+      for (const [name, t] of Object.entries(reply.outputs)) {
         outputs[name] = { type: t.type, data: new VIEWS[t.type](t.buffer, t.byteOffset, t.length), dims: t.dims } as Tensor;
       }
       return outputs;
@@ -312,7 +304,7 @@ export class OnnxSession {
 
   /** Forgets the tensors kept in the worker whose names start with `prefix` (the end of one decode), or all of them. */
   async dropKept(prefix = ''): Promise<void> {
-    const next = this.queue.then(() => this.call({ type: 'drop', prefix }));
+    const next = this.queue.then(() => this.worker.call({ type: 'drop', prefix }));
     this.queue = next.catch(() => undefined);
     await next;
   }
@@ -320,24 +312,9 @@ export class OnnxSession {
   async release(): Promise<void> {
     await this.queue;
     try {
-      await this.call({ type: 'release' });
+      await this.worker.call({ type: 'release' });
     } finally {
       await this.worker.terminate();
     }
-  }
-
-  private call(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<Extract<Reply, { ok: true }>> {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, (reply) => (reply.ok ? resolve(reply) : reject(new Error(`${this.path}: ${reply.error}`))));
-      // Keep the process alive only while a call is in flight.
-      this.worker.ref();
-      this.worker.postMessage({ ...message, id }, transfer);
-    });
-  }
-
-  private failAll(message: string): void {
-    for (const settle of this.pending.values()) settle({ ok: false, error: message });
-    this.pending.clear();
   }
 }

@@ -1,4 +1,5 @@
 import type { LoadedModel, Loader, LoaderTable } from '../../core/loader.js';
+import { PendingReplies } from '../../core/pending-replies.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { FromRunner, ToRunner } from './protocol.js';
 import type { Surface } from './surfaces.js';
@@ -34,8 +35,8 @@ export function serveRunner(hooks: RunnerHooks): void {
   let surface: Surface = {};
   let live: Record<string, unknown> = {};
   const calls = new Map<number, Call>();
-  const callbacks = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  let nextSeq = 1;
+  /** The server's callbacks called from here, by `seq`, waiting for what they return. */
+  const callbacks = new PendingReplies<unknown>();
 
   const send = (message: FromRunner): void => {
     if (process.connected) process.send!(message);
@@ -70,8 +71,7 @@ export function serveRunner(hooks: RunnerHooks): void {
     const controller = new AbortController();
     calls.set(id, { controller });
     const callback = (reference: number) => (...args: unknown[]) => {
-      const seq = nextSeq++;
-      const result = new Promise<unknown>((resolve, reject) => callbacks.set(seq, { resolve, reject }));
+      const { id: seq, promise: result } = callbacks.add();
       // A sink the model does not await (an audio block) must not become an unhandled rejection.
       result.catch(() => {});
       send({ t: 'callback', id, callback: reference, seq, args });
@@ -138,13 +138,10 @@ export function serveRunner(hooks: RunnerHooks): void {
       case 'abort':
         calls.get(message.id)?.controller.abort(fromWireError(message.reason));
         return;
-      case 'callback-result': {
-        const pending = callbacks.get(message.seq);
-        callbacks.delete(message.seq);
-        if (message.ok) pending?.resolve(message.value);
-        else pending?.reject(fromWireError(message.error));
+      case 'callback-result':
+        if (message.ok) callbacks.settle(message.seq, message.value);
+        else callbacks.fail(message.seq, fromWireError(message.error));
         return;
-      }
       case 'polling':
         hooks.polling?.(message.on);
         return;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { ContextSizes } from '../core/loader.js';
 import { Engine, type EngineOptions } from '../compose.js';
-import { parseDuration, parseSize } from '../core/units.js';
+import { parseByteSize, parseDuration } from '../core/units.js';
 import { envHubToken, readHubTokenFile, type HubToken } from '../core/hub-auth.js';
 import { CliError, EXIT_USAGE } from './errors.js';
 
@@ -36,7 +36,7 @@ export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, ext
   if (global.verbose) options.log = (m) => process.stderr.write(`[engine] ${m}\n`);
   try {
     if (flags.keepAlive !== undefined) options.keepAliveMs = parseDuration(flags.keepAlive);
-    if (flags.maxMemory !== undefined) options.maxMemoryBytes = parseSize(flags.maxMemory);
+    if (flags.maxMemory !== undefined) options.maxMemoryBytes = parseByteSize(flags.maxMemory);
   } catch (error) {
     throw new CliError((error as Error).message, EXIT_USAGE);
   }

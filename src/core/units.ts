@@ -23,7 +23,7 @@ export function parseDuration(value: string | number): number {
 const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, m: 1024 ** 2, mb: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, t: 1024 ** 4, tb: 1024 ** 4 };
 
 /** Byte sizes such as "512mb", "8GB", "1.5g" or a bare number of bytes (binary units). */
-export function parseSize(value: string): number {
+export function parseByteSize(value: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(value.trim());
   const unit = match ? SIZE_UNITS[match[2]!.toLowerCase().replace(/ib$/, 'b')] : undefined;
   if (!match || unit === undefined) throw new Error(`invalid size: '${value}' (use e.g. 512mb, 8gb)`);

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSize } from '../../src/core/units.js';
+import { parseByteSize } from '../../src/core/units.js';
 import { tinyEmbeddingModel, tinyRerankerModel } from '../fixtures/gguf/bert.js';
 import { TINY_QWEN3, TINY_QWEN3_EMBEDDING, tinyQwen3EmbeddingModel } from '../fixtures/gguf/qwen3.js';
 import { tinyQwen3File } from '../helpers/chat-model.js';
@@ -48,7 +48,7 @@ function loggedPlan(id: string): { line: string; tokens: number; bytes: number; 
   expect(line, `no context plan logged for ${id}:\n${server.logs.join('\n')}`).toBeDefined();
   const match = /(\d+) tokens, batch (\d+), ≈([\d.]+ [KMG]?B) of a ([\d.]+ [KMG]?B) budget/.exec(line!);
   expect(match, line).not.toBeNull();
-  return { line: line!, tokens: Number(match![1]), bytes: parseSize(match![3]!.replace(' ', '')), budget: parseSize(match![4]!.replace(' ', '')) };
+  return { line: line!, tokens: Number(match![1]), bytes: parseByteSize(match![3]!.replace(' ', '')), budget: parseByteSize(match![4]!.replace(' ', '')) };
 }
 
 async function post(route: string, body: unknown): Promise<{ status: number; error: Record<string, unknown> }> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatBytes, parseDuration, parseSize } from '../../src/core/units.js';
+import { formatBytes, parseByteSize, parseDuration } from '../../src/core/units.js';
 
 describe('units', () => {
   it('parses keep-alive durations like Ollama', () => {
@@ -14,13 +14,13 @@ describe('units', () => {
     expect(() => parseDuration('m5')).toThrow(/invalid duration/);
   });
 
-  it('parses sizes in binary units', () => {
-    expect(parseSize('512mb')).toBe(512 * 1024 ** 2);
-    expect(parseSize('8GB')).toBe(8 * 1024 ** 3);
-    expect(parseSize('1.5g')).toBe(1.5 * 1024 ** 3);
-    expect(parseSize('2GiB')).toBe(2 * 1024 ** 3);
-    expect(parseSize('100')).toBe(100);
-    expect(() => parseSize('lots')).toThrow(/invalid size/);
+  it('parses byte sizes in binary units', () => {
+    expect(parseByteSize('512mb')).toBe(512 * 1024 ** 2);
+    expect(parseByteSize('8GB')).toBe(8 * 1024 ** 3);
+    expect(parseByteSize('1.5g')).toBe(1.5 * 1024 ** 3);
+    expect(parseByteSize('2GiB')).toBe(2 * 1024 ** 3);
+    expect(parseByteSize('100')).toBe(100);
+    expect(() => parseByteSize('lots')).toThrow(/invalid size/);
   });
 
   it('formats byte counts', () => {

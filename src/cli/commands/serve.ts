@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { parseSize } from '../../core/units.js';
+import { parseByteSize } from '../../core/units.js';
 import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
@@ -61,8 +61,8 @@ Examples:
       let maxBodyBytes: number;
       let maxUploadBytes: number;
       try {
-        maxBodyBytes = parseSize(flags.maxBody);
-        maxUploadBytes = parseSize(flags.maxUpload);
+        maxBodyBytes = parseByteSize(flags.maxBody);
+        maxUploadBytes = parseByteSize(flags.maxUpload);
       } catch (error) {
         throw new CliError((error as Error).message, EXIT_USAGE);
       }

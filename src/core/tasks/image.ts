@@ -6,7 +6,7 @@ import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../er
 import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
 import { alphaMask, binarizeMask, maskedPixels, repaintMask } from '../../image/mask.js';
-import { checkSteps, fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseSize } from './image/options.js';
+import { checkSteps, fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseImageSize } from './image/options.js';
 import { isImagePipeline, isLatentDecoderModel, type GeneratedImage, type ImagePipeline, type ImagePlan, type ImageProgress, type LatentDecoderModel } from './image/pipeline.js';
 import { rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
 
@@ -153,7 +153,7 @@ async function planRequest(installed: InstalledModel, request: ImageRequest): Pr
   if (!Number.isSafeInteger(seed) || seed < 0 || seed > 0xffffffff) throw new InvalidRequestError(`'seed' must be an integer from 0 to 4294967295; got ${seed}.`, { param: 'seed', code: 'invalid_value' });
   const quality = request.outputCompression ?? 90;
   if (!Number.isInteger(quality) || quality < 0 || quality > 100) throw new InvalidRequestError(`'output_compression' must be an integer from 0 to 100; got ${quality}.`, { param: 'output_compression', code: 'invalid_value' });
-  const requested = parseSize(request.size, settings, id);
+  const requested = parseImageSize(request.size, settings, id);
   const plan: ImagePlan = { settings, width: requested?.width ?? settings.width, height: requested?.height ?? settings.height, n, steps, guidance, seed, format: request.outputFormat ?? 'png', quality };
 
   const source = request.init ?? request.edit;

@@ -6,7 +6,7 @@ import { parseKnownFields } from '../../api/validate.js';
 import { InvalidRequestError, UnsupportedError } from '../../core/errors.js';
 import { FileCache } from '../../core/file-cache.js';
 import { generateImages, type GeneratedImage, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
-import { parseDuration, parseSize } from '../../core/units.js';
+import { parseByteSize, parseDuration } from '../../core/units.js';
 import { sendCachedFile } from '../cached-file.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { decodeBase64Payload, readRemoteInput } from '../remote-input.js';
@@ -39,7 +39,7 @@ export function imagesRouter(ctx: ServerContext): Router {
   const router = Router();
   const cache = new FileCache(path.join(ctx.engine.options.home, 'cache', 'images'), {
     ttlMs: process.env.LSERVE_IMAGE_CACHE_TTL ? parseDuration(process.env.LSERVE_IMAGE_CACHE_TTL) : IMAGE_CACHE_TTL_MS,
-    maxBytes: process.env.LSERVE_IMAGE_CACHE_MAX ? parseSize(process.env.LSERVE_IMAGE_CACHE_MAX) : IMAGE_CACHE_MAX_BYTES,
+    maxBytes: process.env.LSERVE_IMAGE_CACHE_MAX ? parseByteSize(process.env.LSERVE_IMAGE_CACHE_MAX) : IMAGE_CACHE_MAX_BYTES,
     types: CACHE_TYPES,
   });
   const limits = { fileSize: ctx.options.maxUploadBytes, files: 17 };

@@ -56,7 +56,7 @@ export function sizeRange(settings: ImageModelSettings): string {
 }
 
 /** `WxH` (or 'auto' / absent for the model's default) → a size the model takes, else a 400 listing the range. */
-export function parseSize(size: string | undefined, settings: ImageModelSettings, model: string): { width: number; height: number } | undefined {
+export function parseImageSize(size: string | undefined, settings: ImageModelSettings, model: string): { width: number; height: number } | undefined {
   if (size === undefined || size === 'auto') return undefined;
   const match = /^(\d{1,5})x(\d{1,5})$/.exec(size.trim());
   const width = match ? Number(match[1]) : NaN;

@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import type { ImagePlan } from '../../src/core/tasks/image/pipeline.js';
+import type { ImagePlan } from '../../src/core/tasks/image/image-pipeline.js';
 import { modelSettings } from '../../src/core/tasks/image/options.js';
 import type { ClipTokenizer } from '../../src/families/stable-diffusion/clip-tokenizer.js';
 import { gaussianNoise } from '../../src/families/stable-diffusion/noise.js';

@@ -5,7 +5,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Engine } from '../../src/compose.js';
 import { generateImages } from '../../src/core/tasks/image.js';
-import type { DiffusionPipeline } from '../../src/families/stable-diffusion/pipeline.js';
+import type { DiffusionPipeline } from '../../src/families/stable-diffusion/diffusion-pipeline.js';
 import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
 
 /**

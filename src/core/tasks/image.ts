@@ -7,7 +7,7 @@ import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
 import { alphaMask, binarizeMask, maskedPixels, repaintMask } from '../../image/mask.js';
 import { checkSteps, fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseImageSize } from './image/options.js';
-import { isImagePipeline, isLatentDecoderModel, type GeneratedImage, type ImagePipeline, type ImagePlan, type ImageProgress, type LatentDecoderModel } from './image/pipeline.js';
+import { isImagePipeline, isLatentDecoderModel, type GeneratedImage, type ImagePipeline, type ImagePlan, type ImageProgress, type LatentDecoderModel } from './image/image-pipeline.js';
 import { rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
 
 /**
@@ -58,7 +58,7 @@ export interface ImageRequest {
   keepAliveMs?: number;
 }
 
-export type { GeneratedImage, ImageProgress } from './image/pipeline.js';
+export type { GeneratedImage, ImageProgress } from './image/image-pipeline.js';
 
 export interface ImageResult {
   model: string;

@@ -6,9 +6,9 @@ import type { OcrModel } from '../../core/tasks/ocr.js';
 import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { buildCharset, parseDictionary, type PpOcrSessions } from './model.js';
 import { ocrOptions } from './options.js';
-import { runPipeline } from './pipeline.js';
+import { runPipeline } from './ocr-pipeline.js';
 
-/** The `onnx:ocr` loader: a PP-OCR model's sessions, reading pages through pipeline.ts. */
+/** The `onnx:ocr` loader: a PP-OCR model's sessions, reading pages through ocr-pipeline.ts. */
 
 export interface PpOcrModel extends PpOcrSessions, OcrModel {}
 

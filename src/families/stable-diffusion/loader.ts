@@ -9,7 +9,7 @@ import type { InstalledModel } from '../../core/store.js';
 import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { LazySession } from '../../runtimes/onnx/lazy-session.js';
 import { ClipTokenizer } from './clip-tokenizer.js';
-import { DiffusionPipeline, LatentDecoder } from './pipeline.js';
+import { DiffusionPipeline, LatentDecoder } from './diffusion-pipeline.js';
 import { JobQueue } from '../../core/job-queue.js';
 import { parseSchedulerConfig, SchedulerConfigError } from './scheduler.js';
 import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER_ROLE } from './roles.js';

@@ -8,4 +8,4 @@
 export const GRAPH_ROLES = ['text_encoder', 'unet', 'vae_decoder', 'vae_encoder'] as const;
 export type GraphRole = (typeof GRAPH_ROLES)[number];
 
-export { DECODER_WEIGHTS_ROLE, isLatentDecoderModel, LATENT_DECODER_ROLE } from '../../core/tasks/image/pipeline.js';
+export { DECODER_WEIGHTS_ROLE, isLatentDecoderModel, LATENT_DECODER_ROLE } from '../../core/tasks/image/image-pipeline.js';

@@ -1,4 +1,4 @@
-import type { GeneratedImage, ImageJob, ImagePlan } from '../../core/tasks/image/pipeline.js';
+import type { GeneratedImage, ImageJob, ImagePlan } from '../../core/tasks/image/image-pipeline.js';
 import { composite, latentMask, pasteWeight } from '../../image/mask.js';
 import { planarToRgb } from '../../image/pixels.js';
 import { encodeRgb } from '../../image/rgba.js';
@@ -8,8 +8,8 @@ import { ancestralStep, eulerStep, initNoiseSigma, parseSchedulerConfig, partial
 
 /**
  * Stable Diffusion's sampling: text to image, image to image and inpainting
- * over the model's graphs (pipeline.ts implements DiffusionGraphs over ONNX
- * Runtime). Euler or ancestral Euler steps on the export's discrete schedule
+ * over the model's graphs (diffusion-pipeline.ts implements DiffusionGraphs
+ * over ONNX Runtime). Euler or ancestral Euler steps on the export's discrete schedule
  * (scheduler.ts), classifier-free guidance, and inpainting as diffusers'
  * StableDiffusionInpaintPipeline does it for a 4-channel UNet: the mask on
  * the latent grid, the kept latents replaced after every step by the

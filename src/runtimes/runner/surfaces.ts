@@ -1,7 +1,7 @@
 import type { ModelKind } from '../../core/catalog.js';
 import type { ChatModel } from '../../core/tasks/chat.js';
 import type { EmbeddingModel } from '../../core/tasks/embed.js';
-import type { ImagePipeline, LatentDecoderModel } from '../../core/tasks/image/pipeline.js';
+import type { ImagePipeline, LatentDecoderModel } from '../../core/tasks/image/image-pipeline.js';
 import type { OcrModel } from '../../core/tasks/ocr.js';
 import type { RankingModel } from '../../core/tasks/rerank.js';
 import type { SpeechRuntime } from '../../core/tasks/speak/synthesizer.js';

@@ -1,7 +1,7 @@
 import type { OnnxSession, Tensor } from '../../runtimes/onnx/session.js';
 import type { LazySession } from '../../runtimes/onnx/lazy-session.js';
 import type { ClipTokenizer } from './clip-tokenizer.js';
-import type { ImageJob, ImagePipeline, LatentDecoderModel } from '../../core/tasks/image/pipeline.js';
+import type { ImageJob, ImagePipeline, LatentDecoderModel } from '../../core/tasks/image/image-pipeline.js';
 import type { JobQueue } from '../../core/job-queue.js';
 import { generate, type DiffusionGraphs, type DiffusionInfo, type TextStates } from './sample.js';
 import { asFloats, floatTensor, floatTypeOf, timestepTensor, type FloatType } from './tensors.js';

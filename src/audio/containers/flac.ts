@@ -1,4 +1,4 @@
-import { crc8 } from '../encode/crc.js';
+import { crc16, crc8 } from '../crc.js';
 import { startsWith, u32be } from './bytes.js';
 import { missing } from './errors.js';
 import { afterId3 } from './mpeg.js';
@@ -109,17 +109,6 @@ export function flacLayout(b: Uint8Array): FlacLayout {
 }
 
 /**
- * FLAC's frame CRC-16 (x¹⁶+x¹⁵+x²+1, MSB first, initial value 0), as a table
- * here because the frame search carries it forward byte by byte (the shared
- * crc16 in ../encode/crc.ts starts afresh at every call).
- */
-const CRC16 = Uint16Array.from({ length: 256 }, (_, i) => {
-  let r = i << 8;
-  for (let bit = 0; bit < 8; bit++) r = r & 0x8000 ? ((r << 1) ^ 0x8005) & 0xffff : (r << 1) & 0xffff;
-  return r;
-});
-
-/**
  * How the last frame ends: 'checked' (its CRC-16 passes at the end of the
  * file); 'tagged' (it fails there but passes earlier: a tag follows, or it is
  * damaged and passes by chance; only decoding it tells); 'short' (it passes
@@ -187,7 +176,8 @@ export class FlacFrameReader {
     for (let q = b.indexOf(0xff, smallest); q >= 0; q = b.indexOf(0xff, q + 1)) {
       if (b[q + 1] !== this.sync || !flacFrameHeader(b, q, this.sync)) continue;
       if (q > reach) return firstHeader >= 0 ? firstHeader : q;
-      for (; done < q; done++) crc = ((crc << 8) & 0xffff) ^ CRC16[(crc >>> 8) ^ b[done]!]!;
+      crc = crc16(b, done, q, crc);
+      done = q;
       if (crc === 0) return q;
       if (firstHeader < 0) firstHeader = q;
     }
@@ -196,7 +186,7 @@ export class FlacFrameReader {
     let passes = false;
     for (; done < b.length; done++) {
       if (crc === 0 && done >= smallest) passes = true;
-      crc = ((crc << 8) & 0xffff) ^ CRC16[(crc >>> 8) ^ b[done]!]!;
+      crc = crc16(b, done, done + 1, crc);
     }
     if (crc === 0) {
       this.lastFrame = 'checked';

@@ -1,5 +1,5 @@
 import type { BitWriter } from './bits.js';
-import { crc16, crc8 } from './crc.js';
+import { crc16, crc8 } from '../crc.js';
 
 /**
  * One FLAC frame of 16-bit mono audio: the frame header, one subframe and

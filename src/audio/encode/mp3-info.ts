@@ -1,5 +1,5 @@
 import { mpegFrameLength } from '../containers/mpeg.js';
-import { crc16Lame } from './crc.js';
+import { crc16Lame } from '../crc.js';
 
 /**
  * The "Info" frame (Xing header + LAME extension) that opens a CBR MP3 file:

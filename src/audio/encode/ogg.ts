@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { crc32Ogg } from './crc.js';
+import { crc32Ogg } from '../crc.js';
 
 /**
  * Ogg pages for one logical stream: packets in, whole pages out (RFC 3533).

@@ -1,5 +1,6 @@
 /**
- * The checksums the containers written here carry, table-driven, MSB-first
+ * The checksums audio containers carry, written by the encoders (encode/)
+ * and checked when reading (containers/), table-driven, MSB-first
  * (non-reflected) unless noted:
  *   crc8:  FLAC frame header (x⁸+x²+x+1, init 0);
  *   crc16: FLAC frame (x¹⁶+x¹⁵+x²+1, init 0);
@@ -39,8 +40,8 @@ export function crc8(b: Uint8Array, start = 0, end = b.length): number {
   return crc;
 }
 
-export function crc16(b: Uint8Array, start = 0, end = b.length): number {
-  let crc = 0;
+/** Running CRC-16 of b[start, end) (pass the previous value to continue where an earlier stretch ended). */
+export function crc16(b: Uint8Array, start = 0, end = b.length, crc = 0): number {
   for (let i = start; i < end; i++) crc = ((crc << 8) & 0xffff) ^ CRC16[(crc >>> 8) ^ b[i]!]!;
   return crc;
 }

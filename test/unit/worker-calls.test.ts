@@ -93,6 +93,14 @@ describe('WorkerCalls', () => {
     await expect(worker.call({ type: 'echo', value: 1 })).rejects.toThrow('worker fault');
   });
 
+  it('close sends the last message, answers what it held, then ends the worker', async () => {
+    const worker = start();
+    const held = worker.call<number>({ type: 'hold' });
+    await worker.close({ type: 'release' });
+    expect(await held).toBeGreaterThan(0);
+    await expect(worker.call({ type: 'echo', value: 1 })).rejects.toThrow('the test worker exited');
+  });
+
   it('rejects only the call whose message cannot be sent', async () => {
     const worker = start();
     await expect(worker.call({ type: 'echo', value: () => 1 })).rejects.toThrow(/could not be cloned/);

@@ -75,10 +75,6 @@ export class GeneratorWorker {
   }
 
   async release(): Promise<void> {
-    try {
-      await this.worker.call({ type: 'release' });
-    } finally {
-      await this.worker.terminate();
-    }
+    await this.worker.close({ type: 'release' });
   }
 }

@@ -251,10 +251,6 @@ class VadWorker {
   }
 
   async release(): Promise<void> {
-    try {
-      await this.worker.call({ type: 'release' });
-    } finally {
-      await this.worker.terminate();
-    }
+    await this.worker.close({ type: 'release' });
   }
 }

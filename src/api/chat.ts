@@ -88,9 +88,15 @@ export const messageList = <T extends z.ZodType>(item: T) =>
 /** A list of at most MAX_STOP_SEQUENCES non-empty strings. */
 export const stopList = z.array(z.string().min(1)).max(MAX_STOP_SEQUENCES, `must contain at most ${MAX_STOP_SEQUENCES} sequences`);
 
-const logitBias = z
+/** OpenAI's logit_bias: token id (a decimal string, JSON keys being strings) → bias from -100 to 100. */
+export const logitBias = z
   .record(z.string().regex(/^\d+$/, 'keys must be token ids'), z.number().min(-100).max(100))
   .refine((bias) => Object.keys(bias).length <= MAX_LOGIT_BIAS_ENTRIES, `must have at most ${MAX_LOGIT_BIAS_ENTRIES} entries`);
+
+/** A parsed logit_bias as the chat task takes it: numeric token ids. */
+export function tokenBias(bias: Record<string, number> | null | undefined): Record<number, number> | undefined {
+  return bias ? Object.fromEntries(Object.entries(bias).map(([k, v]) => [Number(k), v])) : undefined;
+}
 
 export const chatCompletionSchema = z.object({
   model: z.string().min(1),
@@ -177,7 +183,7 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     stop,
     presencePenalty: body.presence_penalty ?? undefined,
     frequencyPenalty: body.frequency_penalty ?? undefined,
-    logitBias: body.logit_bias ? Object.fromEntries(Object.entries(body.logit_bias).map(([k, v]) => [Number(k), v])) : undefined,
+    logitBias: tokenBias(body.logit_bias),
     thinking: body.thinking_enabled ?? undefined,
     thinkingBudget: body.thinking_tokens ?? undefined,
     reasoningEffort: body.reasoning_effort ?? undefined,

@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
+import { CHAT_MODEL_ID, NEVER_END, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
 
 let server: TestServer;
 
@@ -54,11 +54,81 @@ describe('Anthropic request checking', () => {
   const post = (body: unknown, path = '/v1/messages') =>
     fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
-  it('max_tokens → stop_reason max_tokens', async () => {
-    const res = await post({ model: CHAT_MODEL_ID, max_tokens: 3, temperature: 0, messages: [{ role: 'user', content: 'x' }], stop_sequences: ['\u0000never'] });
-    const body = (await res.json()) as { stop_reason: string; usage: { output_tokens: number } };
+  // The random model would almost never pick an end token on its own: logit_bias (lserve's extension on this
+  // route) bans both end tokens to make a generation run to its limit, or forces <|im_end|> to end it at once.
+  const FORCE_END = { [TOKENS.imEnd]: 100 };
+  const ask = (patch: Record<string, unknown>) => ({ model: CHAT_MODEL_ID, max_tokens: 5, temperature: 0, messages: [{ role: 'user', content: 'x' }], ...patch });
+
+  interface Message {
+    content: Array<{ type: string; text: string }>;
+    stop_reason: string;
+    stop_sequence: string | null;
+    usage: { output_tokens: number };
+  }
+
+  /** The same request streamed: its text, and the message_delta event that ends it. */
+  async function streamed(body: Record<string, unknown>): Promise<{ text: string; delta: { stop_reason: string; stop_sequence: string | null }; outputTokens: number }> {
+    const res = await post({ ...body, stream: true });
     expect(res.status).toBe(200);
-    if (body.stop_reason === 'max_tokens') expect(body.usage.output_tokens).toBe(3);
+    const events = (await res.text())
+      .split('\n')
+      .filter((line) => line.startsWith('data: '))
+      .map((line) => JSON.parse(line.slice(6)) as { type: string; delta?: { text?: string; stop_reason?: string; stop_sequence?: string | null }; usage?: { output_tokens: number } });
+    const end = events.filter((e) => e.type === 'message_delta');
+    expect(end).toHaveLength(1);
+    const text = events.map((e) => (e.type === 'content_block_delta' ? (e.delta?.text ?? '') : '')).join('');
+    return { text, delta: end[0]!.delta as { stop_reason: string; stop_sequence: string | null }, outputTokens: end[0]!.usage!.output_tokens };
+  }
+
+  it('max_tokens reached → stop_reason max_tokens, with exactly that many tokens (streamed too)', async () => {
+    const body = ask({ max_tokens: 3, logit_bias: NEVER_END });
+    const res = await post(body);
+    expect(res.status).toBe(200);
+    const message = (await res.json()) as Message;
+    expect(message.stop_reason).toBe('max_tokens');
+    expect(message.stop_sequence).toBeNull();
+    expect(message.usage.output_tokens).toBe(3);
+    const stream = await streamed(body);
+    expect(stream.delta).toEqual({ stop_reason: 'max_tokens', stop_sequence: null });
+    expect(stream.outputTokens).toBe(3);
+  });
+
+  it('a stop sequence hit → stop_reason stop_sequence naming it, the text cut before it (streamed too)', async () => {
+    // Greedy decoding: the same prompt gives the same tokens, so a piece of the unstopped answer is met again.
+    const free = (await (await post(ask({ max_tokens: 8, logit_bias: NEVER_END }))).json()) as Message;
+    const full = free.content.at(-1)!.text;
+    const stop = full.slice(2, 4);
+    expect(stop.length).toBe(2);
+    const body = ask({ max_tokens: 8, logit_bias: NEVER_END, stop_sequences: ['\u0000never', stop] });
+    const message = (await (await post(body)).json()) as Message;
+    expect(message.stop_reason).toBe('stop_sequence');
+    expect(message.stop_sequence).toBe(stop);
+    expect(message.content.at(-1)!.text).toBe(full.slice(0, full.indexOf(stop)));
+    const stream = await streamed(body);
+    expect(stream.delta).toEqual({ stop_reason: 'stop_sequence', stop_sequence: stop });
+    expect(stream.text).toBe(full.slice(0, full.indexOf(stop)));
+  });
+
+  it('the model ending its turn → stop_reason end_turn (streamed too)', async () => {
+    const body = ask({ logit_bias: FORCE_END, stop_sequences: ['\u0000never'] });
+    const message = (await (await post(body)).json()) as Message;
+    expect(message.stop_reason).toBe('end_turn');
+    expect(message.stop_sequence).toBeNull();
+    // The first token is the end: nothing to say, and at most that token counted.
+    expect(message.content.at(-1)!.text).toBe('');
+    expect(message.usage.output_tokens).toBeLessThanOrEqual(1);
+    const stream = await streamed(body);
+    expect(stream.delta).toEqual({ stop_reason: 'end_turn', stop_sequence: null });
+    expect(stream.text).toBe('');
+    expect(stream.outputTokens).toBeLessThanOrEqual(1);
+  });
+
+  it('checks logit_bias as chat completions do', async () => {
+    const res = await post(ask({ logit_bias: { '99999999': 1 } }));
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { type: string; error: { type: string; message: string } };
+    expect(body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect(body.error.message).toContain('logit_bias');
   });
 
   it.each([

@@ -205,9 +205,12 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
     await page.waitForFunction(() => document.querySelector('#stt-live-status')?.textContent === 'listening…', undefined, { timeout: 20_000 });
     // speech.wav has two phrases with pauses: a final comes at a pause.
     await page.locator('#stt-segments tbody tr').first().waitFor({ timeout: 20_000 });
-    expect(await page.evaluate(() => Number((document.querySelector('#stt-level') as HTMLProgressElement).value) >= 0)).toBe(true);
+    // The meter shows 4 × the RMS of each captured chunk: speech.wav's speech is 0.05–0.13 RMS (≥ 0.2 on the
+    // meter), its pauses are digital silence (0). It loops, so the speech comes round again within 5 s.
+    await page.waitForFunction(() => Number((document.querySelector('#stt-level') as HTMLProgressElement).value) > 0.1, undefined, { timeout: 10_000 });
     await page.click('#stt-mic');
     await page.locator('#stt-live-status[data-kind="ok"]').waitFor({ timeout: 20_000 });
+    expect(await page.evaluate(() => Number((document.querySelector('#stt-level') as HTMLProgressElement).value))).toBe(0);
     expect(await page.textContent('#stt-live-status')).toMatch(/^done · \d+ segments?$/);
     expect(((await page.textContent('#stt-text')) ?? '').trim().length).toBeGreaterThan(0);
     expect((await seenText('#stt-partial')).some((t) => t.trim().length > 0)).toBe(true);

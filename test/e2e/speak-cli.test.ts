@@ -43,11 +43,26 @@ describe('lserve speak', () => {
     expect(decoded.duration).toBeCloseTo(wav.duration, 3);
   }, 60_000);
 
-  it('reads stdin and writes to stdout with -o -; --speed changes the duration', async () => {
-    const normal = await runCli(['speak', '-m', 'piper-test', '-o', '-', '--format', 'pcm'], { env, input: 'Read from standard input.' });
-    expect(normal.code).toBe(0);
-    const fast = await runCli(['speak', '-m', 'piper-test', '-o', '-', '--format', 'pcm', '--speed', '2'], { env, input: 'Read from standard input.' });
-    expect(Buffer.byteLength(fast.stdout, 'latin1') / Buffer.byteLength(normal.stdout, 'latin1')).toBeCloseTo(0.5, 1);
+  it('reads stdin and writes raw PCM to stdout with -o -; --speed changes the duration', async () => {
+    const text = 'Read from standard input.';
+    const normal = await runCli(['speak', '-m', 'piper-test', '-o', '-', '--format', 'pcm'], { env, input: text });
+    expect(normal.code, normal.stderr).toBe(0);
+    // 16-bit little-endian mono samples at the voice's rate: the samples of the WAV of the same text.
+    const wavFile = path.join(home, 'stdin.wav');
+    expect((await runCli(['speak', text, '-m', 'piper-test', '-o', wavFile], { env })).code).toBe(0);
+    const wav = await decodeAudio(await readFile(wavFile), { sampleRate: 22_050 });
+    const pcm = normal.stdoutBytes;
+    expect(pcm.length).toBe(2 * wav.samples.length);
+    const worst = wav.samples.reduce((most, x, i) => Math.max(most, Math.abs(pcm.readInt16LE(2 * i) / 32768 - x)), 0);
+    expect(worst).toBeLessThanOrEqual(1 / 32768);
+    expect(wav.duration).toBeGreaterThan(0.5);
+    // The synthetic voice's tones peak at 0.4 (test/fixtures/onnx/piper.ts): wrong byte order or sample type would not.
+    const peak = wav.samples.reduce((most, x) => Math.max(most, Math.abs(x)), 0);
+    expect(peak).toBeCloseTo(0.4, 3);
+    const fast = await runCli(['speak', '-m', 'piper-test', '-o', '-', '--format', 'pcm', '--speed', '2'], { env, input: text });
+    expect(fast.code, fast.stderr).toBe(0);
+    expect(fast.stdoutBytes.length % 2).toBe(0);
+    expect(fast.stdoutBytes.length / pcm.length).toBeCloseTo(0.5, 2);
   }, 60_000);
 
   it('--describe drives a voice design model; without it the error names the flag’s field', async () => {

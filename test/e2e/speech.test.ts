@@ -276,7 +276,6 @@ describe('bad input', () => {
     ['unknown speaker', { model: 'piper-test', input: 'Hi there.', speaker: 'alloy' }, 400, 'unknown_speaker'],
     ['unsupported language', { model: 'piper-test', input: 'Hi there.', language: 'klingon' }, 400, 'unsupported_language'],
     ['unknown response_format', { model: 'piper-test', input: 'Hi there.', response_format: 'aac' }, 400, 'invalid_value'],
-    ['wrong model kind', { model: 'nope-ocr', input: 'Hi there.' }, 404, 'model_not_found'],
   ];
   for (const [name, body, status, code] of cases) {
     it(`${name} → ${status} ${code}`, async () => {
@@ -291,6 +290,18 @@ describe('bad input', () => {
   it('lists the valid speakers in the unknown-speaker message', async () => {
     const json = (await (await post({ model: 'piper-test', input: 'Hi there.', voice: 'bob' })).json()) as { error: { message: string; param: string } };
     expect(json.error).toMatchObject({ param: 'voice', message: "Model 'piper-test' has no speaker 'bob'. Speakers: lessac." });
+  });
+
+  it('a model of another kind → 400 wrong_model_kind naming both kinds', async () => {
+    // PP-OCRv4 ships with lserve (bundled), so every server has it installed: a real model, of kind ocr.
+    const res = await post({ model: 'ppocr-v4-mobile', input: 'Hi there.' });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: unknown }).error).toEqual({
+      message: "Model 'ppocr-v4-mobile' is an ocr model; this endpoint needs a tts model.",
+      type: 'invalid_request_error',
+      param: 'model',
+      code: 'wrong_model_kind',
+    });
   });
 
   it('keeps serving afterwards', async () => {

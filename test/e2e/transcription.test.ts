@@ -33,6 +33,13 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** Seconds as a subtitle clock, HH:MM:SS.mmm (SRT writes a comma for the dot). */
+function clock(seconds: number): string {
+  const ms = Math.round(seconds * 1000);
+  const [h, m, s] = [Math.floor(ms / 3_600_000), Math.floor(ms / 60_000) % 60, Math.floor(ms / 1000) % 60];
+  return `${[h, m, s].map((n) => String(n).padStart(2, '0')).join(':')}.${String(ms % 1000).padStart(3, '0')}`;
+}
+
 async function postJson(body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await fetch(`${server.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
@@ -68,21 +75,35 @@ describe('POST /v1/audio/transcriptions', () => {
   });
 
   it('answers every response_format: text, verbose_json with segments, srt and vtt', async () => {
+    // Sampling is seeded (seed 0 unless given), so every request transcribes the same.
     const form = (format: string) => postForm({ model: 'whisper-test', language: 'en', response_format: format, temperature: '0.5' }, { bytes: speech, name: 'speech.wav' });
+    const json = (await (await form('json')).json()) as { text: string };
+    expect(json.text.trim().length).toBeGreaterThan(0);
     const text = await form('text');
     expect(text.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(await text.text()).toBe(`${json.text}\n`);
     const verbose = (await (await form('verbose_json')).json()) as { task: string; language: string; duration: number; text: string; segments: Array<Record<string, unknown>> };
-    expect(verbose).toMatchObject({ task: 'transcribe', language: 'en' });
+    expect(verbose).toMatchObject({ task: 'transcribe', language: 'en', text: json.text });
+    expect(verbose.segments.length).toBeGreaterThan(0);
     for (const segment of verbose.segments) {
       expect(segment).toMatchObject({ id: expect.any(Number), start: expect.any(Number), end: expect.any(Number), text: expect.any(String), tokens: expect.any(Array), avg_logprob: expect.any(Number), no_speech_prob: expect.any(Number) });
       expect(segment.end as number).toBeGreaterThanOrEqual(segment.start as number);
       expect(segment.end as number).toBeLessThanOrEqual(verbose.duration + 1e-6);
     }
-    const srt = await (await form('srt')).text();
+    const segments = verbose.segments as Array<{ start: number; end: number; text: string }>;
+    // A cue per segment: its number (SRT), its times to the millisecond, its text.
+    const srt = (await (await form('srt')).text()).trimEnd().split('\n\n');
     const vtt = await (await form('vtt')).text();
-    expect(vtt.startsWith('WEBVTT\n')).toBe(true);
-    for (const cue of srt.split('\n\n').filter(Boolean)) expect(cue).toMatch(/^\d+\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\n/);
-    expect(verbose.segments.length).toBe(srt.split('\n\n').filter(Boolean).length);
+    expect(vtt.startsWith('WEBVTT\n\n')).toBe(true);
+    const vttCues = vtt.slice('WEBVTT\n\n'.length).trimEnd().split('\n\n');
+    expect(srt).toHaveLength(segments.length);
+    expect(vttCues).toHaveLength(segments.length);
+    segments.forEach((segment, i) => {
+      const times = [segment.start, segment.end].map(clock);
+      expect(srt[i]).toBe(`${i + 1}\n${times.join(' --> ').replaceAll('.', ',')}\n${segment.text.trim()}`);
+      expect(vttCues[i]).toBe(`${times.join(' --> ')}\n${segment.text.trim()}`);
+    });
+    expect(segments.map((s) => s.text).join('').trim()).toBe(json.text.trim());
   });
 
   it('splits long audio into 30 s windows with monotonic timestamps', async () => {

@@ -51,6 +51,15 @@ describe('background build of the threadpool addon', () => {
     expect(build).not.toHaveBeenCalled();
   });
 
+  it('does nothing where a GPU runs the models: they keep the prebuilt binary', async () => {
+    const build = vi.fn();
+    const onCpu = vi.fn(async () => false);
+    expect(await buildThreadpoolAddonInBackground({ home, hasGgufModels: true, log: () => {}, build, missingTools: noToolsMissing, onCpu, prebuilds: NONE_SHIPPED })).toBe('skipped');
+    expect(onCpu).toHaveBeenCalled();
+    expect(build).not.toHaveBeenCalled();
+    expect(findThreadpoolAddon(home)).toBeUndefined();
+  });
+
   it('names the missing tools once and stays on the prebuilt binary', async () => {
     const build = vi.fn();
     const log = vi.fn();

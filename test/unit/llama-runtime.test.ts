@@ -3,9 +3,9 @@ import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/pr
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Llama, LlamaLogLevel } from 'node-llama-cpp';
-import { getRuntime, llamaBuildChoice, loadAddonRuntime, nodeLlamaCppDir, runtimeBuild, setLlamaAddonHome } from '../../src/runtimes/llama/runtime.js';
+import { chooseBinary, getRuntime, llamaBuildChoice, loadAddonRuntime, nodeLlamaCppDir, runsOnCpu, runtimeBuild, setLlamaAddonHome } from '../../src/runtimes/llama/runtime.js';
 import { PREBUILDS, shippedAddonFor, shippedDir, threadpoolAddon } from '../../src/runtimes/llama/shipped-addon.js';
 import { tinyQwen3File } from '../helpers/chat-model.js';
 import { addonDir, addonKey, addonSources, findThreadpoolAddon, missingBuildTools } from '../../src/runtimes/llama/threadpool-addon.js';
@@ -36,6 +36,40 @@ describe('llama.cpp binary choice', () => {
     expect(llamaBuildChoice('lastBuild', true)).toBe('lastBuild');
     expect(llamaBuildChoice('auto', false)).toBe('auto');
     expect(() => llamaBuildChoice('fast', false)).toThrow(/threadpool, prebuilt, lastBuild, auto/);
+  });
+
+  it('keeps the prebuilt binary (GPU builds) where a GPU runs the models, and takes the CPU-only addon only where the CPU does', async () => {
+    // The machine's facts are the probes' answers: this one has a GPU node-llama-cpp supports, and a built addon.
+    const ADDON = '/home/.lserve/llama/addon/llama-addon.node';
+    const findAddon = vi.fn(async () => ADDON);
+    const gpu = async () => false;
+    const cpu = async () => true;
+    expect(await chooseBinary(undefined, gpu, findAddon)).toEqual({ choice: 'prebuilt', addon: undefined });
+    expect(await chooseBinary('', gpu, findAddon)).toEqual({ choice: 'prebuilt', addon: undefined });
+    expect(findAddon).not.toHaveBeenCalled();
+    // The same machine with its models on the CPU: the addon, or the prebuilt binary where none is built.
+    expect(await chooseBinary(undefined, cpu, findAddon)).toEqual({ choice: 'threadpool', addon: ADDON });
+    expect(await chooseBinary(undefined, cpu, async () => undefined)).toEqual({ choice: 'prebuilt', addon: undefined });
+    // LSERVE_LLAMA_BUILD decides whatever runs the models.
+    expect(await chooseBinary('threadpool', gpu, findAddon)).toEqual({ choice: 'threadpool', addon: ADDON });
+    await expect(chooseBinary('threadpool', gpu, async () => undefined)).rejects.toThrow(/LSERVE_LLAMA_BUILD=threadpool, but no threadpool addon/);
+    expect(await chooseBinary('prebuilt', cpu, findAddon)).toEqual({ choice: 'prebuilt', addon: undefined });
+  });
+
+  it('runs on the CPU when node-llama-cpp supports no GPU here, or LSERVE_GPU=off', async () => {
+    const saved = process.env.LSERVE_GPU;
+    try {
+      delete process.env.LSERVE_GPU;
+      expect(await runsOnCpu(async () => ['cuda', false])).toBe(false);
+      expect(await runsOnCpu(async () => ['vulkan'])).toBe(false);
+      expect(await runsOnCpu(async () => [false])).toBe(true);
+      expect(await runsOnCpu(async () => [])).toBe(true);
+      process.env.LSERVE_GPU = 'off';
+      expect(await runsOnCpu(async () => ['cuda', false])).toBe(true);
+    } finally {
+      if (saved === undefined) delete process.env.LSERVE_GPU;
+      else process.env.LSERVE_GPU = saved;
+    }
   });
 
   it("finds node-llama-cpp's addon sources, bundled llama.cpp and CPU-only prebuilt binaries", () => {

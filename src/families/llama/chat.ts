@@ -12,6 +12,7 @@ import {
   type LlamaGrammar,
   type LlamaModel,
   type LLamaChatGenerateResponseOptions,
+  type Token,
 } from 'node-llama-cpp';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
@@ -237,10 +238,25 @@ export class LlamaChatModel implements ChatModel {
       if (!Number.isInteger(token) || token < 0 || token >= vocab) {
         throw new InvalidRequestError(`logit_bias: '${key}' is not a token id of this model.`, { param: 'logit_bias' });
       }
-      bias.set(token as Parameters<TokenBias['set']>[0] & number, value <= -100 ? 'never' : { logit: value });
+      const logit = value <= -100 ? -Infinity : value;
+      if (this.model.tokenizer.isEogToken(token as Token)) endBias(bias, token, logit);
+      else bias.set(token as Token, logit === -Infinity ? 'never' : { logit });
     }
     return bias;
   }
+}
+
+/**
+ * A bias on an end-of-generation token (<|im_end|>, <|endoftext|>): what
+ * OpenAI's logit_bias and llama.cpp's server do with it, ban or force the end.
+ * node-llama-cpp's TokenBias.set skips these tokens without a word, so the
+ * entry goes into its bias table directly (node-llama-cpp is pinned to one
+ * version in package.json); the sampler applies it like any other.
+ */
+function endBias(bias: TokenBias, token: number, logit: number): void {
+  const table = (bias as unknown as { _biases?: unknown })._biases;
+  if (!(table instanceof Map)) throw new UnsupportedError('logit_bias on end-of-generation tokens is not supported by this node-llama-cpp version.', { param: 'logit_bias' });
+  table.set(token, logit);
 }
 
 function finishOf(response: LlamaChatResponse<ChatModelFunctions | undefined>): { finishReason: FinishReason; stopSequence: string | null } {

@@ -12,9 +12,10 @@ import { MAX_STEPS } from '../../core/tasks/image/options.js';
  * spacing (SD-Turbo: "trailing", so one step is t = 999, σ = 14.6146), σ
  * interpolated at them; the UNet is fed x/√(σ²+1) and t, and each step moves
  * x to the next σ (0 after the last step). img2img starts part-way down: see
- * partialSchedule. test/golden/schedulers.json holds diffusers' tables for
- * several configs (scripts/golden/schedulers.py), which the unit tests
- * compare against. Anything else a config asks for is refused when the model
+ * partialSchedule. test/golden/schedulers-numpy.json holds tables for several
+ * configs from a NumPy re-implementation of diffusers' formulas
+ * (scripts/golden/schedulers.py, checked against diffusers itself by
+ * check_schedulers_diffusers.py), which the unit tests compare against. Anything else a config asks for is refused when the model
  * is pulled or registered (prepare.ts), naming the key.
  */
 

@@ -22,18 +22,19 @@ export interface BackgroundBuildOptions {
   /** Whether any installed model runs on llama.cpp. */
   hasGgufModels: boolean;
   log: (message: string) => void;
-  /** For tests: the build itself, and the check for its tools. */
+  /** For tests: the build itself, the check for its tools, and whether the CPU runs the models (no GPU). */
   build?: typeof buildThreadpoolAddon;
   missingTools?: typeof missingBuildTools;
+  onCpu?: () => Promise<boolean>;
   /** Where shipped addons are looked for (tests: a folder without one). */
   prebuilds?: string;
 }
 
-export async function buildThreadpoolAddonInBackground({ home, hasGgufModels, log, build = buildThreadpoolAddon, missingTools = missingBuildTools, prebuilds = PREBUILDS }: BackgroundBuildOptions): Promise<BuildOutcome> {
+export async function buildThreadpoolAddonInBackground({ home, hasGgufModels, log, build = buildThreadpoolAddon, missingTools = missingBuildTools, onCpu = runsOnCpu, prebuilds = PREBUILDS }: BackgroundBuildOptions): Promise<BuildOutcome> {
   if (process.env.LSERVE_LLAMA_BUILD || !hasGgufModels) return 'skipped';
   const sources = addonSources();
   // A GPU keeps its prebuilt binary: nothing to build or copy.
-  if (!sources || process.platform !== 'linux' || !(await runsOnCpu())) return 'skipped';
+  if (!sources || process.platform !== 'linux' || !(await onCpu())) return 'skipped';
   if (await threadpoolAddon(home, sources, prebuilds)) return 'present';
   const failure = failureRecord(home, addonKey(sources));
   if (existsSync(failure)) return 'skipped';

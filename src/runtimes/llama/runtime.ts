@@ -80,11 +80,35 @@ export function llamaBuildChoice(value = process.env.LSERVE_LLAMA_BUILD, threadp
 /**
  * Whether node-llama-cpp runs models on the CPU here (LSERVE_GPU=off, or no
  * GPU it supports): only then does the CPU-only threadpool addon apply.
+ * `supportedGpus` is node-llama-cpp's probe (a test hands in another machine's).
  */
-export async function runsOnCpu(): Promise<boolean> {
+export async function runsOnCpu(supportedGpus: () => Promise<ReadonlyArray<string | false>> = nodeLlamaCppGpus): Promise<boolean> {
   if (process.env.LSERVE_GPU === 'off') return true;
+  return (await supportedGpus()).filter((gpu) => gpu !== false).length === 0;
+}
+
+async function nodeLlamaCppGpus(): Promise<ReadonlyArray<string | false>> {
   const { getLlamaGpuTypes } = await import('node-llama-cpp');
-  return (await getLlamaGpuTypes('supported')).filter((gpu) => gpu !== false).length === 0;
+  return getLlamaGpuTypes('supported');
+}
+
+/**
+ * Which binary getRuntime loads, given LSERVE_LLAMA_BUILD (`explicit`), and
+ * the threadpool addon when that is the choice. The probes are arguments so
+ * that the decision can be tested for a machine with a GPU.
+ */
+export async function chooseBinary(
+  explicit: string | undefined,
+  onCpu: () => Promise<boolean> = runsOnCpu,
+  findAddon: () => Promise<string | undefined> = () => threadpoolAddon(addonHome),
+): Promise<{ choice: LlamaBuildChoice; addon?: string }> {
+  // By default the CPU-only addon is only for models the CPU runs (a GPU keeps its prebuilt binary).
+  const wantsAddon = explicit === 'threadpool' || (!explicit && (await onCpu()));
+  const addon = wantsAddon ? await findAddon() : undefined;
+  // '' for unset: llamaBuildChoice would read this process's environment for undefined.
+  const choice = llamaBuildChoice(explicit ?? '', addon !== undefined);
+  if (choice === 'threadpool' && !addon) throw new Error(`LSERVE_LLAMA_BUILD=threadpool, but no threadpool addon is shipped for ${process.platform}-${process.arch} or built under ${addonHome} (run \`npm run build:llama\`)`);
+  return { choice, addon };
 }
 
 /** node-llama-cpp's `llama/` folder (its bundled source, addon and build records). */
@@ -95,11 +119,7 @@ export function nodeLlamaCppDir(): string {
 
 export async function getRuntime(): Promise<Llama> {
   const explicit = process.env.LSERVE_LLAMA_BUILD;
-  // By default the CPU-only addon is only for models the CPU runs (a GPU keeps its prebuilt binary).
-  const wantsAddon = explicit === 'threadpool' || (!explicit && (await runsOnCpu()));
-  const addon = wantsAddon ? await threadpoolAddon(addonHome) : undefined;
-  const choice = llamaBuildChoice(explicit, addon !== undefined);
-  if (choice === 'threadpool' && !addon) throw new Error(`LSERVE_LLAMA_BUILD=threadpool, but no threadpool addon is shipped for ${process.platform}-${process.arch} or built under ${addonHome} (run \`npm run build:llama\`)`);
+  const { choice, addon } = await chooseBinary(explicit);
   const key = choice === 'threadpool' ? `threadpool:${addon}` : choice;
   let runtime = runtimes.get(key);
   if (!runtime) {

@@ -33,6 +33,17 @@ import { SYNTHESIZER_CHILD_SOURCE } from '../../runtimes/sherpa/synthesizer-chil
  * model's own (Piper's length scale, Kokoro's speed input). An abort stops
  * the synthesis at the next sentence; the promise rejects at once with the
  * abort reason.
+ *
+ * A synthesizer process is replaced by a fresh one every
+ * REPLACE_AFTER_SYNTHESES syntheses (process.ts: the fresh one is loaded
+ * before it takes over, so no request waits for it). Why: sherpa-onnx's
+ * phonemizer (piper-phonemize) sets espeak-ng's voice for every text it
+ * phonemizes, and espeak-ng then copies the voice (≈ 1.4 KB) into its wave
+ * generator's queue, to be freed when audio is generated — which never
+ * happens, as only phonemes are asked for. Measured through the server
+ * (bench/speech-memory.ts, bench/README.md), the process grew ≈ 4.7 KB a
+ * request of one or two syntheses without levelling off: the copies, and
+ * the heap they keep from being returned.
  */
 
 /** The file role whose folder is espeak-ng's data folder. */
@@ -46,7 +57,12 @@ export interface SynthesizerOptions {
   onRestart?: (label: string) => void;
   /** The sherpa-onnx-node module the process loads (default: the installed package). */
   sherpaModule?: string;
+  /** Syntheses a process runs before a fresh one takes over (default REPLACE_AFTER_SYNTHESES). */
+  replaceAfterSyntheses?: number;
 }
+
+/** ≈ 3 MB of leaked espeak-ng voices (see above) against a process start and a load per voice, in the background. */
+export const REPLACE_AFTER_SYNTHESES = 2000;
 
 export interface SherpaTtsLoader extends Loader<SpeechRuntime> {
   /** The synthesizer processes this loader runs (one per espeak-ng data folder in use). */
@@ -254,6 +270,7 @@ export class SherpaSynthesizer {
         log: this.options.log,
         onRestart: this.options.onRestart,
         sherpaModule: this.options.sherpaModule,
+        replaceAfterJobs: this.options.replaceAfterSyntheses ?? REPLACE_AFTER_SYNTHESES,
       });
       this.processes.set(dataDir, host);
     }

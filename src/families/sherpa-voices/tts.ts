@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError, ServerError } from '../../core/errors.js';
+import { JobQueue } from '../../core/job-queue.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
 import { SherpaProcess, type ChildHandle, type ChildJob } from '../../runtimes/sherpa/process.js';
@@ -332,6 +333,7 @@ export function createTtsLoader(options: SynthesizerOptions = {}): SherpaTtsLoad
       return {
         info,
         memoryBytes: estimateMemory(model),
+        queue: new JobQueue(loadOptions.maxQueue ?? 16, `Speech synthesis model '${model.id}'`),
         async synthesize(request: SynthesisRequest, onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }> {
           if (disposed) throw new ServerError(`Model '${model.id}' was unloaded; load it again.`);
           const sid = request.speaker === undefined ? 0 : Math.max(0, info.speakers.indexOf(request.speaker));

@@ -9,6 +9,7 @@ import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from 
 import type { GraphPaths } from '../../src/families/qwen3-tts/generator.js';
 import { Qwen3TtsRuntime as Runtime } from '../../src/families/qwen3-tts/runtime.js';
 import { GeneratorWorker } from '../../src/families/qwen3-tts/worker-client.js';
+import { JobQueue } from '../../src/core/job-queue.js';
 import { OnnxSession } from '../../src/runtimes/onnx/session.js';
 import type { InstalledModel } from '../../src/core/store.js';
 import { QWEN3_TTS_0_6B, qwen3TtsFiles, writeQwen3TtsModel, type Qwen3TtsShape } from '../../test/fixtures/onnx/qwen3-tts.js';
@@ -101,5 +102,5 @@ export async function loadRuntimeSplit(model: BenchModel, threads: number, decod
     GeneratorWorker.start({ paths, threads, config, referenceSamplesPerFrame: codec.encoderSamplesPerFrame, tokenizer: { vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config } }),
     OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }),
   ]);
-  return new Runtime(generator, new CodecDecoder(decoder, config.groups, codec), config, 0);
+  return new Runtime(generator, new CodecDecoder(decoder, config.groups, codec), config, 0, new JobQueue(1, 'Speech synthesis model (bench)'));
 }

@@ -6,7 +6,9 @@ import { OverloadedError } from './errors.js';
  * full CPU; running two at once only makes both slower (and, unbounded, lets
  * requests pile up without limit). A job beyond `maxWaiting` is refused at once with
  * OverloadedError (503); a waiting job whose signal aborts (its client left)
- * leaves the line without running.
+ * leaves the line without running. Work done in turns (speech, piece by
+ * piece, requests taking turns) is let in once with admit(), before its
+ * response starts, and its parts then wait however long the line.
  */
 export class JobQueue {
   private running = false;
@@ -26,12 +28,18 @@ export class JobQueue {
     return this.running;
   }
 
-  async run<T>(job: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  /** Refuses (OverloadedError) when a job arriving now would be refused. */
+  admit(): void {
+    if (this.running && this.waiting.length >= this.maxWaiting) {
+      throw new OverloadedError(`${this.what} is busy with ${this.waiting.length + 1} requests (${this.maxWaiting} may wait). Retry later.`);
+    }
+  }
+
+  /** Runs `job` in its turn; `admitted`: it is part of work admit() already let in, and is never refused. */
+  async run<T>(job: () => Promise<T>, signal?: AbortSignal, admitted = false): Promise<T> {
     signal?.throwIfAborted();
     if (this.running) {
-      if (this.waiting.length >= this.maxWaiting) {
-        throw new OverloadedError(`${this.what} is busy with ${this.waiting.length + 1} requests (${this.maxWaiting} may wait). Retry later.`);
-      }
+      if (!admitted) this.admit();
       await new Promise<void>((resolve, reject) => {
         const entry = {
           start: () => {

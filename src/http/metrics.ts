@@ -72,7 +72,7 @@ export class ServerMetrics {
     });
     new Gauge({
       name: 'lserve_model_queue_depth',
-      help: 'Requests waiting in a loaded model\'s line (a free chat sequence, a turn of its job queue), by model.',
+      help: 'Requests waiting in a loaded model\'s line (a free chat sequence, a turn of its job queue: a transcription, an image, a piece of speech), by model.',
       labelNames: ['model'],
       registers,
       collect() {

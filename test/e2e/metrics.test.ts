@@ -2,30 +2,38 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
 import { renderOneLine } from '../fixtures/ocr/corpus.js';
+import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
 
 /**
  * GET /metrics (serve --metrics) through the real server: requests counted by
  * route pattern and status, the work the tasks report (chat tokens, OCR
- * pages), loaded models with their memory, 503s per model; off by default
- * (404), and behind the API key and Host checks like every route.
+ * pages), loaded models with their memory, requests waiting in a model's
+ * line (a speech model's too), 503s per model; off by default (404), and
+ * behind the API key and Host checks like every route.
  */
 
 let server: TestServer;
 let plain: TestServer;
 let keyed: TestServer;
+/** Metrics on and the default line (`--max-queue` 64), with a synthetic Piper voice. */
+let speaking: TestServer;
 
 beforeAll(async () => {
   // One sequence and no line: a second chat request while one generates is a 503 at once.
   server = await startTestServer({ engine: { threads: 1, parallel: 1, maxQueue: 0 }, server: { metrics: true } });
   await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+  await server.engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
   plain = await startTestServer();
   keyed = await startTestServer({ server: { metrics: true, apiKey: 'sesame' } });
+  speaking = await startTestServer({ server: { metrics: true } });
+  await speaking.engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
 });
 
 afterAll(async () => {
   await server?.stop();
   await plain?.stop();
   await keyed?.stop();
+  await speaking?.stop();
 });
 
 interface Sample {
@@ -66,6 +74,16 @@ function chat(body: Record<string, unknown>, signal?: AbortSignal): Promise<Resp
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: CHAT_MODEL_ID, temperature: 0, messages: [{ role: 'user', content: 'count' }], ...body }),
     signal,
+  });
+}
+
+/** POST /v1/audio/speech for the synthetic Piper voice: `sentences` sentences, streamed back as PCM. */
+function speech(target: TestServer, sentences: number): Promise<Response> {
+  const input = Array.from({ length: sentences }, (_, i) => `Sentence number ${i + 1} is here.`).join(' ');
+  return fetch(`${target.url}/v1/audio/speech`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'piper-test', input, response_format: 'pcm' }),
   });
 }
 
@@ -152,6 +170,42 @@ describe('GET /metrics', () => {
     const after = await scrape();
     expect(value(after, 'lserve_model_rejected_requests_total', { model: CHAT_MODEL_ID }) - value(before, 'lserve_model_rejected_requests_total', { model: CHAT_MODEL_ID })).toBe(1);
     expect(value(after, REQUESTS, { route: '/v1/chat/completions', status: '503' }) - value(before, REQUESTS, { route: '/v1/chat/completions', status: '503' })).toBe(1);
+  });
+
+  it('counts speech requests waiting for their turn on the model, and none once they are served', async () => {
+    const depth = async () => value(await scrape(speaking), 'lserve_model_queue_depth', { model: 'piper-test' });
+    // Three requests of 60 sentences each take turns sentence by sentence: while they run, two wait.
+    const requests = [speech(speaking, 60), speech(speaking, 60), speech(speaking, 60)].map((pending) =>
+      pending.then(async (res) => ({ status: res.status, bytes: (await res.arrayBuffer()).byteLength })),
+    );
+    await expect.poll(depth, { timeout: 30_000, interval: 10 }).toBeGreaterThan(0);
+    for (const { status, bytes } of await Promise.all(requests)) {
+      expect(status).toBe(200);
+      expect(bytes).toBeGreaterThan(0);
+    }
+    const after = await scrape(speaking);
+    expect(value(after, 'lserve_loaded_models')).toBe(1);
+    expect(after.some((s) => s.name === 'lserve_model_queue_depth' && s.labels.model === 'piper-test')).toBe(true);
+    expect(value(after, 'lserve_model_queue_depth', { model: 'piper-test' })).toBe(0);
+  });
+
+  it('refuses speech beyond the line (--max-queue) with a 503 before the response starts, counted against the model', async () => {
+    const before = await scrape();
+    const held = await speech(server, 120);
+    expect(held.status).toBe(200);
+    const reader = held.body!.getReader();
+    await reader.read();
+    const refused = await speech(server, 1);
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as { error: { type: string; message: string } }).error).toMatchObject({
+      type: 'overloaded_error',
+      message: "Speech synthesis model 'piper-test' is busy with 1 requests (0 may wait). Retry later.",
+    });
+    while (!(await reader.read()).done);
+    const after = await scrape();
+    const rejected = (samples: Sample[]) => value(samples, 'lserve_model_rejected_requests_total', { model: 'piper-test' });
+    expect(rejected(after) - rejected(before)).toBe(1);
+    expect(value(after, 'lserve_model_queue_depth', { model: 'piper-test' })).toBe(0);
   });
 
   it('is 404 unless the server was started with metrics on', async () => {

@@ -31,6 +31,30 @@ describe('JobQueue', () => {
     expect(queue.busy).toBe(false);
   });
 
+  it('admits work done in turns once: admit() refuses a full line, and admitted parts wait however long it is', async () => {
+    const queue = new JobQueue(1, 'test model');
+    expect(() => queue.admit()).not.toThrow();
+    const gate = deferred();
+    const order: string[] = [];
+    const running = queue.run(async () => {
+      order.push('running');
+      await gate.promise;
+    });
+    expect(() => queue.admit()).not.toThrow();
+    const waiting = queue.run(async () => order.push('waiting'));
+    expect(() => queue.admit()).toThrow(OverloadedError);
+    expect(() => queue.admit()).toThrow('test model is busy with 2 requests (1 may wait). Retry later.');
+    await expect(queue.run(async () => order.push('refused'))).rejects.toBeInstanceOf(OverloadedError);
+    // The next piece of a request let in earlier: it joins the line past the bound.
+    const piece = queue.run(async () => order.push('piece'), undefined, true);
+    expect(queue.length).toBe(2);
+    gate.resolve();
+    await Promise.all([running, waiting, piece]);
+    expect(order).toEqual(['running', 'waiting', 'piece']);
+    expect(queue.length).toBe(0);
+    expect(() => queue.admit()).not.toThrow();
+  });
+
   it('moves on after a job fails', async () => {
     const queue = new JobQueue(1, 'test model');
     const failing = queue.run(async () => {

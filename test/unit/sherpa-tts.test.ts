@@ -229,6 +229,67 @@ describe('sherpa-onnx speech synthesis', () => {
     }
   });
 
+  it('replaces its process after so many syntheses: the running one ends in the old process, the next runs in the new one, nothing is lost or counted as a restart', async () => {
+    const log: string[] = [];
+    const restarts: string[] = [];
+    const recycling = createTtsLoader({ replaceAfterSyntheses: 3, log: (m) => log.push(m), onRestart: (label) => restarts.push(label) });
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      const runtime = await recycling.load(await register(voiceDir, 'synthetic-piper-recycled'), OPTIONS);
+      const [first] = recycling.synthesizer.pids;
+      await speak(runtime, { text: 'One.' });
+      await speak(runtime, { text: 'Two.' });
+      expect(recycling.synthesizer.pids).toEqual([first]);
+      // The third opens the replacement; it runs to its end where it started.
+      const third = await speak(runtime, { text: sentences(40) });
+      expect(third.blocks).toHaveLength(40);
+      await expect.poll(() => recycling.synthesizer.pids[0], { timeout: 20_000 }).not.toBe(first);
+      const [second] = recycling.synthesizer.pids;
+      await expect.poll(() => alive(first!), { timeout: 10_000 }).toBe(false);
+      expect((await speak(runtime, { text: 'Four.' })).samples.length).toBeGreaterThan(0);
+      expect(recycling.synthesizer.pids).toEqual([second]);
+      expect(log.some((m) => m.startsWith(`replacing the sherpa-onnx speech synthesizer process (pid ${first}) after 3 jobs`))).toBe(true);
+      expect(restarts).toEqual([]);
+      expect(recycling.synthesizer.activeSyntheses).toBe(0);
+      await runtime.dispose();
+      expect(recycling.synthesizer.pids).toEqual([]);
+      await expect.poll(() => alive(second!), { timeout: 10_000 }).toBe(false);
+    } finally {
+      recycling.synthesizer.close();
+    }
+  });
+
+  it('loads and unloads voices while its process is being replaced, whichever process they land in', async () => {
+    const recycling = createTtsLoader({ replaceAfterSyntheses: 1 });
+    try {
+      const first = await recycling.load(await register(voiceDir, 'synthetic-piper-recycled-a'), OPTIONS);
+      const [before] = recycling.synthesizer.pids;
+      // Every synthesis opens a replacement; the second voice loads while one is under way (into the old process or the fresh one).
+      const running = speak(first, { text: sentences(20) });
+      const second = await recycling.load(await register(voiceDir, 'synthetic-piper-recycled-b'), OPTIONS);
+      expect((await running).blocks).toHaveLength(20);
+      for (let i = 0; i < 4; i++) {
+        expect((await speak(second, { text: 'Second voice.' })).samples.length).toBeGreaterThan(0);
+        expect((await speak(first, { text: 'First voice.' })).samples.length).toBeGreaterThan(0);
+      }
+      await expect.poll(() => recycling.synthesizer.pids[0], { timeout: 20_000 }).not.toBe(before);
+      await first.dispose();
+      expect((await speak(second, { text: 'Still here.' })).samples.length).toBeGreaterThan(0);
+      await second.dispose();
+      expect(recycling.synthesizer.pids).toEqual([]);
+      expect(recycling.synthesizer.activeSyntheses).toBe(0);
+    } finally {
+      recycling.synthesizer.close();
+    }
+  });
+
   it('tries a new voice in a probe process while a synthesis runs, so a corrupt one cannot take it down', async () => {
     const bad = await writePiperVoice(path.join(CACHE, 'piper-voice-no-n-speakers'), { omitMetadata: ['n_speakers'] });
     // Same espeak data folder as the live voice, so the same process would host it.

@@ -3,7 +3,7 @@ import { createStretcher } from '../../audio/stretch.js';
 import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
 import type { Lease } from '../manager.js';
-import { InvalidRequestError, ModelNotFoundError, OverloadedError, PayloadTooLargeError } from '../errors.js';
+import { InvalidRequestError, ModelNotFoundError, PayloadTooLargeError } from '../errors.js';
 import { canonicalLanguage, canonicalSpeaker } from './speak/voices.js';
 import { packSentences, splitSentences } from './speak/sentences.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/synthesizer.js';
@@ -24,8 +24,6 @@ export type { SpeechModelInfo } from './speak/synthesizer.js';
 export const MAX_INPUT_CHARS = 4096;
 /** Longest reference audio for voice cloning, in seconds (a few seconds are enough). */
 export const MAX_REFERENCE_SECONDS = 60;
-/** Requests for one model that may wait for it beyond the one being synthesised, before 503. */
-export const MAX_WAITING_PER_MODEL = 16;
 
 const KINDS: readonly ModelKind[] = ['tts'];
 
@@ -81,16 +79,17 @@ export async function prepareSpeech(engine: Engine, request: SpeakRequest, signa
     throw new PayloadTooLargeError(`'input' has ${request.input.length} characters; at most ${MAX_INPUT_CHARS} are accepted per request. Split the text.`, { param: 'input' });
   }
   const name = request.model ?? (await defaultSpeechModel(engine));
-  const { id } = await engine.resolve(name, KINDS);
-  const queue = queueOf(id);
-  if (queue.waiting >= MAX_WAITING_PER_MODEL) {
-    engine.report({ type: 'rejected', model: id });
-    throw new OverloadedError(`Model '${id}' already has ${queue.waiting} speech requests waiting. Retry later.`);
-  }
   const lease = await engine.acquire<SpeechRuntime>(name, KINDS, { keepAliveMs: request.keepAliveMs });
   try {
+    // A full line is a 503 now, before any response starts; once let in, the request's pieces always wait their turn.
+    try {
+      lease.model.queue.admit();
+    } catch (error) {
+      engine.reportRejection(lease.installed.id, error);
+      throw error;
+    }
     const synthesis = await synthesisFor(lease, request, signal);
-    return prepared(engine, lease, synthesis, input, request, queue);
+    return prepared(engine, lease, synthesis, input, request);
   } catch (error) {
     lease.release();
     throw error;
@@ -133,7 +132,7 @@ async function synthesisFor(lease: Lease<SpeechRuntime>, request: SpeakRequest, 
   return synthesis;
 }
 
-function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'>, input: string, request: SpeakRequest, queue: ModelQueue): PreparedSpeech {
+function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'>, input: string, request: SpeakRequest): PreparedSpeech {
   const runtime = lease.model;
   const { info } = runtime;
   let released = false;
@@ -163,7 +162,7 @@ function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<S
           if (framesLeft !== undefined && framesLeft <= 0) break;
           signal.throwIfAborted();
           // One piece at a time per model: concurrent requests take turns piece by piece.
-          const { frames } = await queue.run(() => runtime.synthesize({ ...synthesis, text, maxFrames: framesLeft }, (block) => emit(stretch ? stretch.push(block) : block), signal), signal);
+          const { frames } = await runtime.queue.run(() => runtime.synthesize({ ...synthesis, text, maxFrames: framesLeft }, (block) => emit(stretch ? stretch.push(block) : block), signal), signal, true);
           if (framesLeft !== undefined) framesLeft -= frames;
         }
         if (stretch) emit(stretch.flush());
@@ -175,29 +174,4 @@ function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<S
       }
     },
   };
-}
-
-/** A FIFO turn per model, counting who waits (for the 503 above MAX_WAITING_PER_MODEL). */
-class ModelQueue {
-  waiting = 0;
-  private tail: Promise<unknown> = Promise.resolve();
-
-  run<T>(work: () => Promise<T>, signal: AbortSignal): Promise<T> {
-    this.waiting++;
-    const turn = this.tail.then(() => {
-      this.waiting--;
-      signal.throwIfAborted();
-      return work();
-    });
-    this.tail = turn.catch(() => undefined);
-    return turn;
-  }
-}
-
-const queues = new Map<string, ModelQueue>();
-
-function queueOf(model: string): ModelQueue {
-  let queue = queues.get(model);
-  if (!queue) queues.set(model, (queue = new ModelQueue()));
-  return queue;
 }

@@ -3,6 +3,7 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError } from '../../core/errors.js';
+import { JobQueue } from '../../core/job-queue.js';
 import type { InstalledModel } from '../../core/store.js';
 import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { machineThreads } from '../../runtimes/onnx/threads.js';
@@ -120,7 +121,8 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
   options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms`);
   const defaultSpeaker = installed.entry.defaults.default_speaker;
-  return new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
+  const queue = new JobQueue(options.maxQueue ?? 16, `Speech synthesis model '${id}'`);
+  return new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, queue, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
 }
 
 export const qwen3TtsLoader: Loader<Qwen3TtsRuntime> = { load };

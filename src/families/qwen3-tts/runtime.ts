@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { InvalidRequestError, ServerError } from '../../core/errors.js';
+import type { JobQueue } from '../../core/job-queue.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
 import { STREAMING_BLOCKS, StreamingBlocks, type BlockPolicy, type CodecDecoder } from './codec.js';
 import type { TtsConfig } from './config.js';
@@ -98,6 +99,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     private readonly codec: CodecDecoder,
     private readonly config: TtsConfig,
     readonly memoryBytes: number,
+    readonly queue: JobQueue,
     defaultSpeaker?: string,
     private readonly log?: (message: string) => void,
   ) {

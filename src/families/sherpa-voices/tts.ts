@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError, ServerError } from '../../core/errors.js';
+import { JobQueue } from '../../core/job-queue.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
 import { SherpaProcess, type ChildHandle, type ChildJob } from '../../runtimes/sherpa/process.js';
@@ -33,6 +34,17 @@ import { SYNTHESIZER_CHILD_SOURCE } from '../../runtimes/sherpa/synthesizer-chil
  * model's own (Piper's length scale, Kokoro's speed input). An abort stops
  * the synthesis at the next sentence; the promise rejects at once with the
  * abort reason.
+ *
+ * A synthesizer process is replaced by a fresh one every
+ * REPLACE_AFTER_SYNTHESES syntheses (process.ts: the fresh one is loaded
+ * before it takes over, so no request waits for it). Why: sherpa-onnx's
+ * phonemizer (piper-phonemize) sets espeak-ng's voice for every text it
+ * phonemizes, and espeak-ng then copies the voice (≈ 1.4 KB) into its wave
+ * generator's queue, to be freed when audio is generated — which never
+ * happens, as only phonemes are asked for. Measured through the server
+ * (bench/speech-memory.ts, bench/README.md), the process grew ≈ 4.7 KB a
+ * request of one or two syntheses without levelling off: the copies, and
+ * the heap they keep from being returned.
  */
 
 /** The file role whose folder is espeak-ng's data folder. */
@@ -46,7 +58,12 @@ export interface SynthesizerOptions {
   onRestart?: (label: string) => void;
   /** The sherpa-onnx-node module the process loads (default: the installed package). */
   sherpaModule?: string;
+  /** Syntheses a process runs before a fresh one takes over (default REPLACE_AFTER_SYNTHESES). */
+  replaceAfterSyntheses?: number;
 }
+
+/** ≈ 3 MB of leaked espeak-ng voices (see above) against a process start and a load per voice, in the background. */
+export const REPLACE_AFTER_SYNTHESES = 2000;
 
 export interface SherpaTtsLoader extends Loader<SpeechRuntime> {
   /** The synthesizer processes this loader runs (one per espeak-ng data folder in use). */
@@ -254,6 +271,7 @@ export class SherpaSynthesizer {
         log: this.options.log,
         onRestart: this.options.onRestart,
         sherpaModule: this.options.sherpaModule,
+        replaceAfterJobs: this.options.replaceAfterSyntheses ?? REPLACE_AFTER_SYNTHESES,
       });
       this.processes.set(dataDir, host);
     }
@@ -315,6 +333,7 @@ export function createTtsLoader(options: SynthesizerOptions = {}): SherpaTtsLoad
       return {
         info,
         memoryBytes: estimateMemory(model),
+        queue: new JobQueue(loadOptions.maxQueue ?? 16, `Speech synthesis model '${model.id}'`),
         async synthesize(request: SynthesisRequest, onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }> {
           if (disposed) throw new ServerError(`Model '${model.id}' was unloaded; load it again.`);
           const sid = request.speaker === undefined ? 0 : Math.max(0, info.speakers.indexOf(request.speaker));

@@ -15,7 +15,7 @@ import path from 'node:path';
 
 /**
  * The variants built with AMX (AMX_TILE, AMX_INT8 in ggml/src/CMakeLists.txt
- * of the llama.cpp that node-llama-cpp bundles; test/unit/llama-cpu.test.ts
+ * of the llama.cpp that node-llama-cpp bundles; test/e2e/amx-refused.test.ts
  * checks this list against it).
  */
 export const AMX_VARIANTS: readonly string[] = ['sapphirerapids'];

@@ -55,6 +55,6 @@ export const SURFACES: Partial<Record<ModelKind, Surface>> = {
   rerank: of<RankingModel>({ props: ['maxInputTokens'], calls: ['tokenize', 'pairLengths', 'score'] }),
   ocr: of<OcrModel>({ calls: ['read'] }),
   asr: of<Transcriber>({ props: ['wordTimestamps'], calls: ['transcribe'], parts: { vad: ['probabilities'] satisfies ReadonlyArray<keyof SpeechDetector> }, queue: 'Speech recognition model' }),
-  tts: of<SpeechRuntime>({ props: ['info'], calls: ['synthesize'] }),
+  tts: of<SpeechRuntime>({ props: ['info'], calls: ['synthesize'], queue: 'Speech synthesis model' }),
   image: { ...imagePipeline, calls: [...imagePipeline.calls!, ...latentDecoder.calls!] },
 };

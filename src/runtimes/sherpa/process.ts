@@ -27,6 +27,11 @@ import type { LifecycleChildMessage, LifecycleParentMessage } from './protocol.j
  *   work down with it.
  * - The child never keeps the server (or a CLI command) alive by itself: its
  *   handles are referenced only while it has work (a job, a pending load).
+ * - With `replaceAfterJobs`, a child that has run that many jobs is replaced
+ *   without a pause: a fresh one is started and given every model, then
+ *   takes the new jobs, while the old one finishes those it has and is
+ *   stopped. That is how memory a native library keeps for good goes back to
+ *   the system (see tts.ts).
  */
 
 export interface SherpaProcessOptions<ChildMessage> {
@@ -45,6 +50,8 @@ export interface SherpaProcessOptions<ChildMessage> {
   onRestart?: (label: string) => void;
   /** The sherpa-onnx-node module the process loads (default: the installed package). */
   sherpaModule?: string;
+  /** Jobs a process runs before a fresh one takes over (default: never replaced). */
+  replaceAfterJobs?: number;
 }
 
 /** Work running on a model in a child: a stream, a synthesis. */
@@ -83,6 +90,10 @@ interface Child<Info> extends ChildHandle {
   /** We asked it to exit (unload of the last model, shutdown, end of a probe). */
   stopping: boolean;
   exited: boolean;
+  /** Jobs opened in it, for `replaceAfterJobs`. */
+  jobsOpened: number;
+  /** A fresh process took over: this one finishes its jobs, takes no new ones, and is stopped after the last. */
+  retiring: boolean;
 }
 
 interface ModelRecord<Config> {
@@ -105,6 +116,8 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   private readonly models = new Map<string, ModelRecord<Config>>();
   private readonly jobs = new Set<ChildJob>();
   private readonly failedLoads = new Map<string, { error: LserveError; until: number }>();
+  /** The fresh process being given the models, before it takes over (`replaceAfterJobs`). */
+  private replacement: Child<Info> | undefined;
   private nextModel = 1;
   private closed = false;
   /** The last process died without being asked to: the next one started is a restart. */
@@ -176,15 +189,21 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
     }
     const job = create(child);
     this.jobs.add(job);
+    child.jobsOpened++;
     this.updateRef(child);
+    const limit = this.options.replaceAfterJobs;
+    if (limit !== undefined && child.jobsOpened >= limit && !this.replacement) {
+      this.replace(child).catch((error: unknown) => this.options.log?.(`error replacing the sherpa-onnx ${this.label} process: ${(error as Error)?.stack ?? String(error)}`));
+    }
     return job;
   }
 
-  /** A job is over (ended, failed or abandoned): it no longer keeps the process referenced. */
+  /** A job is over (ended, failed or abandoned): it no longer keeps the process referenced, and a replaced process's last one stops it. */
   forget(job: ChildJob): void {
     this.jobs.delete(job);
     const child = job.child as Child<Info>;
     this.updateRef(child);
+    this.stopIfRetired(child);
   }
 
   /** Sends a service message to the process a job runs in (dropped if that process is gone). */
@@ -214,7 +233,49 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
     for (const job of [...this.jobs]) job.fail(error, false);
     this.models.clear();
     if (this.child) this.stop(this.child);
+    if (this.replacement) this.stop(this.replacement);
     this.child = undefined;
+  }
+
+  /**
+   * Starts a fresh process, loads every model into it (the old one keeps
+   * taking jobs meanwhile), then makes it the current one; the old one is
+   * stopped once its last job ends. A model loaded or unloaded meanwhile is
+   * settled at the swap (open() loads what the fresh process lacks). If the
+   * fresh one fails, the old one stays, to be tried again after as many jobs.
+   */
+  private async replace(old: Child<Info>): Promise<void> {
+    const fresh = this.spawnChild();
+    this.replacement = fresh;
+    this.options.log?.(`replacing the sherpa-onnx ${this.label} process (pid ${old.pid}) after ${old.jobsOpened} jobs with pid ${fresh.pid}`);
+    try {
+      for (const [key, model] of this.models) await this.loadInto(fresh, key, model.name, model.config);
+    } catch (error) {
+      if (!this.closed) this.options.log?.(`the sherpa-onnx ${this.label} process was not replaced: ${(error as Error).message}`);
+      old.jobsOpened = 0;
+      this.stop(fresh);
+      return;
+    } finally {
+      this.replacement = undefined;
+    }
+    if (this.closed || this.child !== old || fresh.exited) {
+      // Stopped, or the old one died meanwhile (the next job starts a process of its own, counted as a restart).
+      this.stop(fresh);
+      return;
+    }
+    for (const key of fresh.loaded) {
+      if (this.models.has(key)) continue;
+      fresh.loaded.delete(key);
+      this.sendTo(fresh, { t: 'unload', key });
+    }
+    this.child = fresh;
+    old.retiring = true;
+    this.stopIfRetired(old);
+  }
+
+  /** A replaced process goes once nothing runs in it: no job, and no load a caller awaits (started before the swap). */
+  private stopIfRetired(child: Child<Info>): void {
+    if (child.retiring && child.loads.size === 0 && !this.hasJobs(child)) this.stop(child);
   }
 
   // ---- process management ----
@@ -246,7 +307,7 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
       env: { ...process.env, LSERVE_SHERPA_MODULE: this.options.sherpaModule },
       windowsHide: true,
     });
-    const child: Child<Info> = { proc, pid: proc.pid, loaded: new Set(), loads: new Map(), lazyLoads: new Set(), stderr: '', stderrTotal: 0, stopping: false, exited: false };
+    const child: Child<Info> = { proc, pid: proc.pid, loaded: new Set(), loads: new Map(), lazyLoads: new Set(), stderr: '', stderrTotal: 0, stopping: false, exited: false, jobsOpened: 0, retiring: false };
     proc.stderr?.setEncoding('utf8');
     proc.stderr?.on('data', (chunk: string) => {
       child.stderrTotal += chunk.length;
@@ -312,11 +373,12 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
           for (const job of [...this.jobs]) if (job.child === child && job.key === lifecycle.key) job.fail(error, true);
         }
         this.updateRef(child);
+        this.stopIfRetired(child);
         return;
       }
       default:
-        // A late message from a stopped probe or a replaced process is for no job of ours.
-        if (child === this.child) this.options.onMessage(message as ChildMessage);
+        // A late message from a stopped probe or a dead process is for no job of ours; a retiring one finishes its jobs.
+        if (child === this.child || child.retiring) this.options.onMessage(message as ChildMessage);
     }
   }
 
@@ -328,7 +390,8 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
       if (!child.stopping && !this.closed) this.died = true;
     }
     const how = child.fatal ? `failed (${child.fatal})` : signal ? `was killed (${signal})` : `exited with code ${code}`;
-    if (child.loads.size || this.jobs.size) this.options.log?.(`the sherpa-onnx ${this.label} process (pid ${child.pid}) ${how}`);
+    // Said when it costs someone something (a load, a job); a stopped probe or replaced process exits quietly.
+    if (child.loads.size || this.hasJobs(child)) this.options.log?.(`the sherpa-onnx ${this.label} process (pid ${child.pid}) ${how}`);
     for (const pending of child.loads.values()) {
       if (child.fatal || child.stopping) {
         pending.reject(new ServerError(`Model '${pending.name}' could not be loaded: ${child.fatal ?? `the ${this.label} was shut down meanwhile`}.`));
@@ -348,13 +411,14 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
     }
   }
 
+  private hasJobs(child: Child<Info>): boolean {
+    for (const job of this.jobs) if (job.child === child) return true;
+    return false;
+  }
+
   private updateRef(child: Child<Info>): void {
     if (child.exited) return;
-    let busy = child.loads.size > 0;
-    for (const job of this.jobs) {
-      if (busy) break;
-      busy = job.child === child;
-    }
+    const busy = child.loads.size > 0 || this.hasJobs(child);
     const handles: Array<{ ref(): void; unref(): void } | null | undefined> = [
       child.proc,
       child.proc.channel,

@@ -1,3 +1,4 @@
+import type { JobQueue } from '../../job-queue.js';
 import type { LoadedModel } from '../../loader.js';
 
 /**
@@ -55,6 +56,13 @@ export interface SynthesisRequest {
 
 export interface SpeechRuntime extends LoadedModel {
   readonly info: SpeechModelInfo;
+  /**
+   * The model's line (`--max-queue`, then 503): one piece is synthesised at a
+   * time, and concurrent requests take turns piece by piece. The task admits
+   * a request into it before its response starts; the request's pieces then
+   * wait their turns in it.
+   */
+  readonly queue: JobQueue;
   /**
    * Synthesises one piece of text. `onAudio` receives mono float samples in
    * [-1, 1] at `info.sampleRate`, block by block as they are decoded (the

@@ -112,6 +112,7 @@ describe('ResponseStore', () => {
     clock += 1;
     expect(store.get('resp_1')).toBeUndefined();
     expect(store.inputItems('resp_1', { limit: 20, order: 'asc' })).toBeUndefined();
+    expect(store.delete('resp_1')).toBe(false);
     // The chain ends at the expired link.
     expect(ids(store.conversation('resp_2'))).toEqual(['resp_2_in_0', 'resp_2_in_1', 'resp_2_out_0']);
     expect(rowCounts().responses).toBe(2);

@@ -131,9 +131,9 @@ export class ResponseStore {
     })();
   }
 
-  /** Deletes the response `id` and its items; false when there was none. */
+  /** Deletes the response `id` and its items; false when there was none (an expired one counts as none, as for `get`). */
   delete(id: string): boolean {
-    return this.#sql.deleteResponse.run(id).changes > 0;
+    return this.#sql.deleteLive.run(id, this.#expiredAt()).changes > 0;
   }
 
   /**
@@ -220,6 +220,7 @@ function prepare(db: Database.Database) {
       'INSERT INTO items (response_id, kind, seq, item_id, json) VALUES (?, ?, ?, ?, ?)',
     ),
     deleteResponse: db.prepare<[string]>('DELETE FROM responses WHERE id = ?'),
+    deleteLive: db.prepare<[string, number]>('DELETE FROM responses WHERE id = ? AND stored_at > ?'),
     deleteExpired: db.prepare<[number]>('DELETE FROM responses WHERE stored_at <= ?'),
     // The oldest responses beyond the bound: walks only that many entries of the age index.
     deleteBeyond: db.prepare<[number]>(

@@ -239,6 +239,20 @@ describe('POST /v1/responses through the openai client', () => {
     expect(((await res.json()) as { error: unknown }).error).toMatchObject({ type: 'not_found_error', param: 'previous_response_id' });
   });
 
+  it('answers unknown ids and bad input_items queries in the error shape', async () => {
+    const stored = await create({ ...base, input: 'hi', max_output_tokens: 1 });
+    const get = async (path: string, method = 'GET') => {
+      const res = await fetch(`${server.url}/v1/responses/${path}`, { method });
+      return { status: res.status, error: ((await res.json()) as { error: { type: string; param: string | null } }).error };
+    };
+    for (const [path, method] of [['resp_nope', 'GET'], ['resp_nope', 'DELETE'], ['resp_nope/input_items', 'GET']]) {
+      expect(await get(path!, method), `${method} ${path}`).toEqual({ status: 404, error: expect.objectContaining({ type: 'not_found_error', param: 'response_id' }) });
+    }
+    for (const [query, param] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['limit=x', 'limit'], ['order=sideways', 'order']]) {
+      expect(await get(`${stored.id}/input_items?${query}`), query).toEqual({ status: 400, error: expect.objectContaining({ type: 'invalid_request_error', param }) });
+    }
+  });
+
   it('refuses what it cannot honour with a 400 naming the field', async () => {
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ tools: [{ type: 'web_search' }] }, 'tools.0.type'],

@@ -135,6 +135,37 @@ describe('POST /v1/responses through the openai client', () => {
     expect(item.status).toBe('incomplete');
   });
 
+  it('stops generating when the client hangs up, and stores nothing', async () => {
+    const body = { ...base, input: 'go on', max_output_tokens: 1500, logit_bias: NEVER_END, reasoning: { effort: 'none' }, stream: true } as Extended<OpenAI.Responses.ResponseCreateParamsStreaming>;
+    const generated: number[] = [];
+    const off = server.engine.events.on((event) => {
+      if (event.type === 'chat') generated.push(event.completionTokens);
+    });
+    try {
+      // Uninterrupted, the generation makes all its tokens.
+      for await (const event of await client.responses.create({ ...body, store: false })) void event;
+      const controller = new AbortController();
+      const stream = await client.responses.create(body, { signal: controller.signal });
+      let id = '';
+      for await (const event of stream) {
+        if (event.type === 'response.created') id = event.response.id;
+        if (event.type === 'response.output_text.delta') {
+          controller.abort();
+          break;
+        }
+      }
+      for (let i = 0; generated.length < 2; i++) {
+        if (i > 500) throw new Error('the generation did not end after the client left');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(generated[0]).toBe(1500);
+      expect(generated[1]).toBeLessThan(750);
+      await expect(client.responses.retrieve(id)).rejects.toMatchObject({ status: 404 });
+    } finally {
+      off();
+    }
+  });
+
   it('round-trips a function call: function_call out, function_call_output in, then an answer', async () => {
     const first = await create({ ...base, input: 'Weather in Paris?', tools: [weatherTool], tool_choice: 'required', max_output_tokens: 40 });
     expect(first.status).toBe('completed');

@@ -92,7 +92,8 @@ export function responsesRouter({ engine, shutdown, responses }: ServerContext):
       // A turn that made tool calls is complete (as chat's finish_reason is then 'tool_calls'), whatever stopped it.
       const cut = reason === 'length' && !output.some((item) => item.type === 'function_call' || item.type === 'custom_tool_call');
       const response = responseObject(body, id, createdAt, { status: cut ? 'incomplete' : 'completed', output, usage: usageOf(usage) });
-      save(responses, body, response, input);
+      // A generation the client left was cut short by that: not an answer to keep.
+      if (!signal.aborted) save(responses, body, response, input);
       return response;
     };
 

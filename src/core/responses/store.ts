@@ -73,8 +73,9 @@ export class ResponseStore {
     const entry = this.get(id);
     if (!entry) return undefined;
     const items = page.order === 'asc' ? entry.input : [...entry.input].reverse();
-    const start = page.after === undefined ? 0 : items.findIndex((item) => (item as { id?: string }).id === page.after) + 1;
-    const data = start === 0 && page.after !== undefined ? [] : items.slice(start, start + page.limit);
+    // An `after` that names no item of this response: nothing follows it.
+    const start = page.after === undefined ? 0 : items.findIndex((item) => (item as { id?: string }).id === page.after) + 1 || items.length;
+    const data = items.slice(start, start + page.limit);
     const idOf = (item: unknown) => ((item as { id?: string } | undefined)?.id ?? null);
     return { data, firstId: idOf(data[0]), lastId: idOf(data.at(-1)), hasMore: start + data.length < items.length };
   }

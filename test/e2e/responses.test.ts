@@ -260,6 +260,24 @@ describe('POST /v1/responses through the openai client', () => {
     await expect(client.responses.delete(two.id)).rejects.toMatchObject({ status: 404 });
   });
 
+  it('drops the oldest turns with truncation auto when the conversation overflows the context', async () => {
+    const input = [
+      { role: 'user' as const, content: 'word '.repeat(40_000) },
+      { role: 'assistant' as const, content: 'ok' },
+      { role: 'user' as const, content: 'hi' },
+    ];
+    const refused = await fetch(`${server.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: CHAT_MODEL_ID, input, max_output_tokens: 1 }),
+    });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: unknown }).error).toMatchObject({ code: 'context_length_exceeded', param: 'input' });
+    const res = await create({ ...base, input, max_output_tokens: 1, truncation: 'auto' });
+    expect(res.truncation).toBe('auto');
+    expect(res.usage!.input_tokens).toBeLessThan(100);
+  });
+
   it('answers an unknown previous_response_id with a 404 naming it', async () => {
     const res = await fetch(`${server.url}/v1/responses`, {
       method: 'POST',

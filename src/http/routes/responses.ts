@@ -47,6 +47,16 @@ function withoutOldestTurn(messages: ChatMessage[]): ChatMessage[] | undefined {
   return [...messages.slice(0, first), ...messages.slice(nextUser)];
 }
 
+/** The chat task names chat completions' fields in its errors; this route's client sent these. */
+const OWN_FIELDS: Record<string, string> = { messages: 'input', 'response_format.json_schema.schema': 'text.format.schema', response_format: 'text.format' };
+
+function inOwnFields(error: unknown): unknown {
+  const param = error instanceof LserveError && error.param !== null ? OWN_FIELDS[error.param] : undefined;
+  if (!param || !(error instanceof LserveError)) return error;
+  const message = error.message.startsWith(`${error.param} `) ? `${param}${error.message.slice(error.param!.length)}` : error.message;
+  return new LserveError(error.status, error.type, message, { code: error.code, param, cause: error });
+}
+
 /** Starts the generation: failures until its first delta (lookup, load, context size) are plain HTTP errors. */
 async function begin(engine: Engine, request: ChatRequest, truncate: boolean, signal: AbortSignal) {
   for (let messages = request.messages; ; ) {
@@ -55,7 +65,7 @@ async function begin(engine: Engine, request: ChatRequest, truncate: boolean, si
       return { deltas, first: await deltas.next() };
     } catch (error) {
       const shorter = truncate ? withoutOldestTurn(messages) : undefined;
-      if (!shorter || !(error instanceof LserveError && error.code === 'context_length_exceeded')) throw error;
+      if (!shorter || !(error instanceof LserveError && error.code === 'context_length_exceeded')) throw inOwnFields(error);
       messages = shorter;
     }
   }

@@ -35,6 +35,45 @@ const weatherTool = {
   strict: true,
 };
 
+/** Each event type's fields, as the openai package's ResponseStreamEvent union declares them (besides type and sequence_number). */
+const WHERE = ['item_id', 'output_index'];
+const EVENT_FIELDS: Record<string, string[]> = {
+  'response.created': ['response'],
+  'response.in_progress': ['response'],
+  'response.completed': ['response'],
+  'response.incomplete': ['response'],
+  'response.failed': ['response'],
+  error: ['code', 'message', 'param'],
+  'response.output_item.added': ['item', 'output_index'],
+  'response.output_item.done': ['item', 'output_index'],
+  'response.content_part.added': [...WHERE, 'content_index', 'part'],
+  'response.content_part.done': [...WHERE, 'content_index', 'part'],
+  'response.output_text.delta': [...WHERE, 'content_index', 'delta', 'logprobs'],
+  'response.output_text.done': [...WHERE, 'content_index', 'text', 'logprobs'],
+  'response.reasoning_text.delta': [...WHERE, 'content_index', 'delta'],
+  'response.reasoning_text.done': [...WHERE, 'content_index', 'text'],
+  'response.function_call_arguments.delta': [...WHERE, 'delta'],
+  'response.function_call_arguments.done': [...WHERE, 'name', 'arguments'],
+  'response.custom_tool_call_input.delta': [...WHERE, 'delta'],
+  'response.custom_tool_call_input.done': [...WHERE, 'input'],
+};
+/** The fields the openai package's Response type requires. */
+const RESPONSE_FIELDS = ['id', 'created_at', 'error', 'incomplete_details', 'instructions', 'metadata', 'model', 'object', 'output', 'parallel_tool_calls', 'temperature', 'tool_choice', 'tools', 'top_p'];
+
+/** Every event has exactly its type's fields, numbered from 0 in order; every response snapshot has the required fields. */
+async function collect(stream: AsyncIterable<ResponseStreamEvent>): Promise<ResponseStreamEvent[]> {
+  const events: ResponseStreamEvent[] = [];
+  for await (const event of stream) events.push(event);
+  events.forEach((event, i) => {
+    expect(event.sequence_number).toBe(i);
+    const fields = EVENT_FIELDS[event.type];
+    expect(fields, event.type).toBeDefined();
+    expect(Object.keys(event).sort(), event.type).toEqual([...fields!, 'type', 'sequence_number'].sort());
+    if ('response' in event) for (const field of RESPONSE_FIELDS) expect(event.response, field).toHaveProperty(field);
+  });
+  return events;
+}
+
 describe('POST /v1/responses through the openai client', () => {
   it('answers a string input with the response object and real usage', async () => {
     const res = await create({ ...base, input: 'Say hello', max_output_tokens: 5, metadata: { run: 'a' }, store: false });
@@ -91,8 +130,7 @@ describe('POST /v1/responses through the openai client', () => {
       presence_penalty: 2,
       frequency_penalty: 2,
     } as Extended<OpenAI.Responses.ResponseCreateParamsStreaming>);
-    const events: ResponseStreamEvent[] = [];
-    for await (const event of stream) events.push(event);
+    const events = await collect(stream);
     expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
     const types = events.map((e) => e.type);
     expect(types.slice(0, 2)).toEqual(['response.created', 'response.in_progress']);
@@ -114,8 +152,7 @@ describe('POST /v1/responses through the openai client', () => {
 
   it('streams an answer as output_text events whose deltas make the final text', async () => {
     const stream = await client.responses.create({ ...base, input: 'stream please', max_output_tokens: 6, stream: true, logit_bias: NEVER_END, reasoning: { effort: 'none' } } as Extended<OpenAI.Responses.ResponseCreateParamsStreaming>);
-    const events: ResponseStreamEvent[] = [];
-    for await (const event of stream) events.push(event);
+    const events = await collect(stream);
     const types = events.map((e) => e.type);
     expect(types.filter((t) => !t.endsWith('.delta'))).toEqual([
       'response.created',
@@ -187,8 +224,7 @@ describe('POST /v1/responses through the openai client', () => {
 
   it('streams a named function call as function_call_arguments events', async () => {
     const stream = await client.responses.create({ ...base, input: 'Weather?', tools: [weatherTool], tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 40, stream: true });
-    const events: ResponseStreamEvent[] = [];
-    for await (const event of stream) events.push(event);
+    const events = await collect(stream);
     const done = events.find((e) => e.type === 'response.function_call_arguments.done');
     if (done?.type !== 'response.function_call_arguments.done') throw new Error('no function_call_arguments.done');
     expect(done.name).toBe('get_weather');
@@ -208,8 +244,7 @@ describe('POST /v1/responses through the openai client', () => {
       // A random model never ends a free string by itself: favouring '"' closes it.
       logit_bias: { [QUOTE]: 10 },
     } as Extended<OpenAI.Responses.ResponseCreateParamsStreaming>);
-    const events: ResponseStreamEvent[] = [];
-    for await (const event of stream) events.push(event);
+    const events = await collect(stream);
     const done = events.find((e) => e.type === 'response.custom_tool_call_input.done');
     if (done?.type !== 'response.custom_tool_call_input.done') throw new Error('no custom_tool_call_input.done');
     const final = events.at(-1)!;
@@ -276,6 +311,27 @@ describe('POST /v1/responses through the openai client', () => {
     const res = await create({ ...base, input, max_output_tokens: 1, truncation: 'auto' });
     expect(res.truncation).toBe('auto');
     expect(res.usage!.input_tokens).toBeLessThan(100);
+  });
+
+  it('reports a failure after the stream began as an error event, then response.failed', async () => {
+    // A store that takes no response this size: saving, the last step, fails.
+    const small = await startTestServer({ engine: { threads: 1 }, server: { responses: { maxBytesPerResponse: 1000 } } });
+    try {
+      await small.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+      const smallClient = new OpenAI({ baseURL: `${small.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+      await expect(smallClient.responses.create({ ...base, input: 'hi', max_output_tokens: 2 })).rejects.toMatchObject({ status: 400, param: 'store' });
+      const events = await collect(await smallClient.responses.create({ ...base, input: 'hi', max_output_tokens: 2, stream: true }));
+      expect(events.slice(-2).map((e) => e.type)).toEqual(['error', 'response.failed']);
+      expect(events.at(-2)).toMatchObject({ param: 'store' });
+      const failed = events.at(-1)!;
+      if (failed.type !== 'response.failed') throw new Error('unreachable');
+      expect(failed.response.status).toBe('failed');
+      expect(failed.response.error).toMatchObject({ code: 'server_error', message: expect.stringContaining('bytes') });
+      // Not stored (store: false), the same request completes.
+      expect((await smallClient.responses.create({ ...base, input: 'hi', max_output_tokens: 2, store: false })).status).not.toBe('failed');
+    } finally {
+      await small.stop();
+    }
   });
 
   it('answers an unknown previous_response_id with a 404 naming it', async () => {

@@ -4,6 +4,7 @@ import { ClientClosedError } from '../core/errors.js';
 import type { HubToken } from '../core/hub-auth.js';
 import type { InputPolicy } from './remote-input.js';
 import type { ServerMetrics } from './metrics.js';
+import type { ResponseStore, ResponseStoreOptions } from '../core/responses/store.js';
 
 /** What every router gets: the engine and the server's settings. */
 export interface ServerContext {
@@ -15,6 +16,8 @@ export interface ServerContext {
   inputs: InputPolicy;
   /** The server's Prometheus metrics, when `metrics` is on (GET /metrics). */
   metrics?: ServerMetrics;
+  /** Stored Responses API responses (`store: true`), under the lserve home. */
+  responses: ResponseStore;
 }
 
 export interface ServerOptions {
@@ -45,6 +48,8 @@ export interface ServerOptions {
   metrics?: boolean;
   /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */
   hfToken?: HubToken;
+  /** Retention of stored responses (`lserve serve --responses-ttl`, `--responses-max`); defaults in RESPONSE_STORE_DEFAULTS. */
+  responses?: Partial<ResponseStoreOptions>;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

@@ -12,6 +12,7 @@ import { websocketRoutes } from './routes/index.js';
 import { isAuthorizedUpgrade, WS_KEY_PROTOCOL } from './middleware.js';
 import { resolveLocalDirs } from './remote-input.js';
 import { ServerMetrics } from './metrics.js';
+import { openResponseStore } from '../core/responses/open.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -37,7 +38,8 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   };
   // One registry per server (never prom-client's global one): several servers can share a process.
   const metrics = options.metrics ? new ServerMetrics(engine) : undefined;
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics };
+  const responses = openResponseStore(engine.options.home, options.responses);
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, responses };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer(app);
@@ -92,6 +94,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   await new Promise<void>((resolve, reject) => {
     const fail = (error: Error) => {
       metrics?.close();
+      responses.close();
       reject(error);
     };
     server.once('error', fail);
@@ -119,6 +122,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
         await stopped;
         clearTimeout(grace);
         metrics?.close();
+        responses.close();
         await engine.close();
       })();
       return closing;

@@ -33,4 +33,12 @@ describe('lserve CLI', () => {
     expect(ctx.code).toBe(2);
     expect(ctx.stderr).toContain('--ctx-size takes N or MODEL=N');
   });
+
+  it('refuses a bad retention of stored responses', async () => {
+    for (const args of [['--responses-ttl', 'forever'], ['--responses-ttl', '0'], ['--responses-max', '0'], ['--responses-max', 'lots']]) {
+      const run = await runCli(['serve', ...args]);
+      expect(run.code, args.join(' ')).toBe(2);
+      expect(run.stderr).toContain(args[0]);
+    }
+  });
 });

@@ -90,6 +90,22 @@ function speech(target: TestServer, sentences: number): Promise<Response> {
 const REQUESTS = 'lserve_http_requests_total';
 
 describe('GET /metrics', () => {
+  it('counts Responses API requests by route and their chat tokens as chat ones', async () => {
+    const before = await scrape();
+    const res = await fetch(`${server.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: CHAT_MODEL_ID, temperature: 0, input: 'count', max_output_tokens: 4, logit_bias: NEVER_END, store: false }),
+    });
+    expect(res.status).toBe(200);
+    const usage = ((await res.json()) as { usage: { input_tokens: number; output_tokens: number } }).usage;
+    const after = await scrape();
+    const moved = (name: string, labels: Record<string, string> = {}) => value(after, name, labels) - value(before, name, labels);
+    expect(moved(REQUESTS, { method: 'POST', route: '/v1/responses', status: '200' })).toBe(1);
+    expect(moved('lserve_chat_prompt_tokens_total', { model: CHAT_MODEL_ID })).toBe(usage.input_tokens);
+    expect(moved('lserve_chat_completion_tokens_total', { model: CHAT_MODEL_ID })).toBe(4);
+  });
+
   it('counts requests by route pattern and status, and the work the tasks did', async () => {
     const before = await scrape();
 

@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { parseByteSize } from '../../core/units.js';
+import { parseByteSize, parseDuration } from '../../core/units.js';
 import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
@@ -20,6 +20,8 @@ interface ServeFlags extends EngineFlags {
   metrics?: boolean;
   ui: boolean;
   hfTokenFile?: string;
+  responsesTtl?: string;
+  responsesMax?: string;
 }
 
 export function serveCommand(): Command {
@@ -44,6 +46,8 @@ export function serveCommand(): Command {
     .addOption(new Option('--allow-remote-input <list>').hideHelp())
     .option('--no-ui', 'do not serve the playground (a web page for every task) at /')
     .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
+    .option('--responses-ttl <duration>', 'how long stored Responses API responses are kept (e.g. 24h); default 30 days')
+    .option('--responses-max <n>', 'most stored Responses API responses; the oldest go first (default 10000)')
     .option('--hf-token-file <path>', `${HF_TOKEN_FILE_HELP}; used by POST /v1/models/pull`)
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
@@ -67,6 +71,7 @@ Examples:
         throw new CliError((error as Error).message, EXIT_USAGE);
       }
       if (flags.maxLoaded) positiveInt(flags.maxLoaded, '--max-loaded');
+      const responses = responseRetention(flags);
       if (flags.allowRemoteInput !== undefined) {
         throw new CliError('--allow-remote-input was replaced: use --allow-local-files DIR[,DIR] for paths and --allow-private-urls for private-network URLs (public URLs need no flag).', EXIT_USAGE);
       }
@@ -96,6 +101,7 @@ Examples:
         metrics: Boolean(flags.metrics),
         ui: flags.ui,
         hfToken,
+        responses,
         log,
       });
       const models = await engine.store.list();
@@ -126,4 +132,21 @@ Examples:
       process.on('SIGINT', () => stop('SIGINT'));
       process.on('SIGTERM', () => stop('SIGTERM'));
     });
+}
+
+/** --responses-ttl and --responses-max, checked before the server starts. */
+function responseRetention(flags: ServeFlags): { ttlSeconds?: number; maxResponses?: number } {
+  const retention: { ttlSeconds?: number; maxResponses?: number } = {};
+  if (flags.responsesTtl !== undefined) {
+    let ms: number;
+    try {
+      ms = parseDuration(flags.responsesTtl);
+    } catch (error) {
+      throw new CliError(`--responses-ttl: ${(error as Error).message}`, EXIT_USAGE);
+    }
+    if (ms <= 0) throw new CliError(`--responses-ttl must be a positive duration (e.g. 24h), got '${flags.responsesTtl}'`, EXIT_USAGE);
+    retention.ttlSeconds = ms / 1000;
+  }
+  if (flags.responsesMax !== undefined) retention.maxResponses = positiveInt(flags.responsesMax, '--responses-max');
+  return retention;
 }

@@ -7,6 +7,7 @@ import { ocrRouter } from './ocr.js';
 import { imagesRouter } from './images.js';
 import { chatRouter } from './chat.js';
 import { anthropicRouter } from './anthropic.js';
+import { responsesRouter } from './responses.js';
 import { rerankRouter } from './rerank.js';
 import { audioInfoRouter } from './audio-info.js';
 import { transcriptionRouter } from './transcription.js';
@@ -17,7 +18,7 @@ import { metricsRouter } from './metrics.js';
 import { psRouter } from './ps.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute];

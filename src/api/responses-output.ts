@@ -1,0 +1,214 @@
+import type { ChatDelta, ChatResult, ChatToolCall, ChatUsage, FinishReason } from '../core/tasks/chat.js';
+import type { ResponseCreateBody } from './responses.js';
+import { itemId } from './responses-items.js';
+
+/**
+ * The Responses API's output side: the response object as OpenAI documents
+ * it, and the assembler that turns the chat task's deltas into output items
+ * and, when streamed, into the documented event sequence. A non-streamed
+ * response is the same assembler fed the collected result, so both carry
+ * the same items.
+ */
+
+export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
+
+export type OutputItem =
+  | { id: string; type: 'message'; role: 'assistant'; status: ItemStatus; content: Array<{ type: 'output_text'; text: string; annotations: []; logprobs: [] }> }
+  | { id: string; type: 'reasoning'; summary: []; content: Array<{ type: 'reasoning_text'; text: string }>; status: ItemStatus }
+  | { id: string; type: 'function_call'; call_id: string; name: string; arguments: string; status: ItemStatus }
+  | { id: string; type: 'custom_tool_call'; call_id: string; name: string; input: string; status: ItemStatus };
+
+export interface ResponseUsage {
+  input_tokens: number;
+  input_tokens_details: { cached_tokens: number };
+  output_tokens: number;
+  output_tokens_details: { reasoning_tokens: number };
+  total_tokens: number;
+}
+
+export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed';
+
+export interface ResponseObject extends Record<string, unknown> {
+  id: string;
+  object: 'response';
+  created_at: number;
+  status: ResponseStatus;
+  output: OutputItem[];
+  usage: ResponseUsage | null;
+}
+
+/*
+ * usage: the chat task reports prompt and generated tokens only. How much of
+ * the prompt the slot cache reused, and how many generated tokens were
+ * reasoning, are not measured, so both details are 0 (as OpenAI reports for
+ * a model without them) rather than guessed.
+ */
+export function usageOf(usage: ChatUsage): ResponseUsage {
+  return {
+    input_tokens: usage.promptTokens,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: usage.completionTokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: usage.promptTokens + usage.completionTokens,
+  };
+}
+
+/** The response object; the settings are the request's, echoed back with OpenAI's defaults where it gave none. */
+export function responseObject(
+  body: ResponseCreateBody,
+  id: string,
+  createdAt: number,
+  state: { status: ResponseStatus; output?: OutputItem[]; usage?: ResponseUsage | null; error?: { code: string; message: string } | null },
+): ResponseObject {
+  const incomplete = state.status === 'incomplete';
+  return {
+    id,
+    object: 'response',
+    created_at: createdAt,
+    status: state.status,
+    background: false,
+    completed_at: state.status === 'completed' ? Math.floor(Date.now() / 1000) : null,
+    error: state.error ?? null,
+    incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    model: body.model,
+    output: state.output ?? [],
+    parallel_tool_calls: body.parallel_tool_calls ?? true,
+    previous_response_id: body.previous_response_id ?? null,
+    prompt_cache_key: body.prompt_cache_key ?? null,
+    reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
+    safety_identifier: body.safety_identifier ?? null,
+    service_tier: 'default',
+    store: body.store ?? true,
+    temperature: body.temperature ?? null,
+    text: { format: body.text?.format ?? { type: 'text' }, verbosity: body.text?.verbosity ?? 'medium' },
+    tool_choice: body.tool_choice ?? 'auto',
+    tools: (body.tools ?? []).map((t) =>
+      t.type === 'function'
+        ? { type: 'function', name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? true }
+        : { type: 'custom', name: t.name, description: t.description ?? null, format: t.format ?? { type: 'text' } },
+    ),
+    top_logprobs: body.top_logprobs ?? 0,
+    top_p: body.top_p ?? null,
+    truncation: body.truncation ?? 'disabled',
+    usage: state.usage ?? null,
+    user: body.user ?? null,
+    metadata: body.metadata ?? {},
+  };
+}
+
+export type ResponseEvent = { type: string; sequence_number: number } & Record<string, unknown>;
+
+/** The text item open for deltas: reasoning or the answer. */
+type OpenText = { kind: 'reasoning' | 'message'; index: number; id: string; text: string };
+
+export class ResponseAssembler {
+  readonly output: OutputItem[] = [];
+  private sequence = 0;
+  private open: OpenText | null = null;
+
+  /** `customTools`: names of the custom tools, whose calls are reported as custom_tool_call items. */
+  constructor(
+    private readonly customTools: ReadonlySet<string>,
+    private readonly emit: (event: ResponseEvent) => void = () => {},
+  ) {}
+
+  /** Sends one event, numbered in order from 0. */
+  event(type: string, fields: Record<string, unknown>): void {
+    this.emit({ type, ...fields, sequence_number: this.sequence++ });
+  }
+
+  push(delta: ChatDelta): void {
+    if (delta.type === 'reasoning' || delta.type === 'content') {
+      const kind = delta.type === 'reasoning' ? 'reasoning' : 'message';
+      const open = this.openText(kind);
+      open.text += delta.text;
+      const name = kind === 'reasoning' ? 'response.reasoning_text.delta' : 'response.output_text.delta';
+      this.event(name, { item_id: open.id, output_index: open.index, content_index: 0, delta: delta.text, ...(kind === 'message' ? { logprobs: [] } : {}) });
+    } else if (delta.type === 'tool_call') {
+      this.closeText('completed');
+      this.toolCall(delta.call);
+    }
+  }
+
+  /** Closes the open item at the end of the generation and returns the output (an empty message when nothing was said). */
+  finish(reason: FinishReason): OutputItem[] {
+    if (this.output.length === 0) this.openText('message');
+    this.closeText(reason === 'length' && !this.output.some((item) => item.type !== 'message' && item.type !== 'reasoning') ? 'incomplete' : 'completed');
+    return this.output;
+  }
+
+  /** A collected (non-streamed) result, in the order the deltas come. */
+  replay(result: ChatResult): OutputItem[] {
+    if (result.reasoning) this.push({ type: 'reasoning', text: result.reasoning });
+    if (result.content) this.push({ type: 'content', text: result.content });
+    result.toolCalls.forEach((call, index) => this.push({ type: 'tool_call', index, call }));
+    return this.finish(result.finishReason);
+  }
+
+  private openText(kind: OpenText['kind']): OpenText {
+    if (this.open?.kind === kind) return this.open;
+    this.closeText('completed');
+    const open: OpenText = { kind, index: this.output.length, id: itemId(kind === 'reasoning' ? 'rs' : 'msg'), text: '' };
+    const item: OutputItem =
+      kind === 'reasoning'
+        ? { id: open.id, type: 'reasoning', summary: [], content: [], status: 'in_progress' }
+        : { id: open.id, type: 'message', role: 'assistant', status: 'in_progress', content: [] };
+    this.output.push(item);
+    this.event('response.output_item.added', { output_index: open.index, item: structuredClone(item) });
+    this.event('response.content_part.added', { item_id: open.id, output_index: open.index, content_index: 0, part: this.part(kind, '') });
+    this.open = open;
+    return open;
+  }
+
+  private part(kind: OpenText['kind'], text: string) {
+    return kind === 'reasoning' ? { type: 'reasoning_text' as const, text } : { type: 'output_text' as const, text, annotations: [] as [], logprobs: [] as [] };
+  }
+
+  private closeText(status: ItemStatus): void {
+    const open = this.open;
+    if (!open) return;
+    this.open = null;
+    const where = { item_id: open.id, output_index: open.index, content_index: 0 };
+    if (open.kind === 'reasoning') this.event('response.reasoning_text.done', { ...where, text: open.text });
+    else this.event('response.output_text.done', { ...where, text: open.text, logprobs: [] });
+    const part = this.part(open.kind, open.text);
+    this.event('response.content_part.done', { ...where, part });
+    const item = this.output[open.index]!;
+    if (item.type === 'reasoning') item.content = [part as { type: 'reasoning_text'; text: string }];
+    else if (item.type === 'message') item.content = [part as Extract<OutputItem, { type: 'message' }>['content'][0]];
+    item.status = status;
+    this.event('response.output_item.done', { output_index: open.index, item: structuredClone(item) });
+  }
+
+  private toolCall(call: ChatToolCall): void {
+    const index = this.output.length;
+    const custom = this.customTools.has(call.name);
+    const id = itemId(custom ? 'ctc' : 'fc');
+    if (custom) {
+      const input = customInput(call.arguments);
+      this.output.push({ id, type: 'custom_tool_call', call_id: call.id, name: call.name, input, status: 'completed' });
+      this.event('response.output_item.added', { output_index: index, item: { id, type: 'custom_tool_call', call_id: call.id, name: call.name, input: '', status: 'in_progress' } });
+      this.event('response.custom_tool_call_input.delta', { item_id: id, output_index: index, delta: input });
+      this.event('response.custom_tool_call_input.done', { item_id: id, output_index: index, input });
+    } else {
+      this.output.push({ id, type: 'function_call', call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' });
+      this.event('response.output_item.added', { output_index: index, item: { id, type: 'function_call', call_id: call.id, name: call.name, arguments: '', status: 'in_progress' } });
+      this.event('response.function_call_arguments.delta', { item_id: id, output_index: index, delta: call.arguments });
+      this.event('response.function_call_arguments.done', { item_id: id, output_index: index, name: call.name, arguments: call.arguments });
+    }
+    this.event('response.output_item.done', { output_index: index, item: structuredClone(this.output[index]) });
+  }
+}
+
+/** A custom tool's free-text input, from the engine's JSON call `{"input": "…"}`. */
+function customInput(args: string): string {
+  try {
+    const parsed: unknown = JSON.parse(args);
+    if (parsed !== null && typeof parsed === 'object' && typeof (parsed as { input?: unknown }).input === 'string') return (parsed as { input: string }).input;
+  } catch {
+    // Not JSON: the text as generated is the input.
+  }
+  return args;
+}

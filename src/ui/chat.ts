@@ -1,21 +1,16 @@
-/** Chat: streamed completions (POST /v1/chat/completions, stream: true), reasoning folded, a stop button. */
-import { bindModelSelect, call, errorText, readSse } from './api.js';
+/**
+ * Chat: streamed completions (POST /v1/chat/completions, stream: true),
+ * reasoning folded, a stop button. With "Responses API" on, each turn is a
+ * POST /v1/responses that continues the last stored response
+ * (previous_response_id) instead of resending the conversation.
+ */
+import { bindModelSelect, call, errorText } from './api.js';
+import { completionPieces, responsePieces, type Outcome } from './chat-stream.js';
 import { $, h, numberOrUndefined, setStatus } from './dom.js';
 
 interface Turn {
   role: 'user' | 'assistant';
   content: string;
-}
-
-interface ChunkDelta {
-  content?: string | null;
-  reasoning_content?: string | null;
-}
-
-interface Chunk {
-  choices?: Array<{ delta?: ChunkDelta; finish_reason?: string | null }>;
-  usage?: { prompt_tokens: number; completion_tokens: number } | null;
-  error?: { message: string };
 }
 
 export function setupChat(): void {
@@ -26,10 +21,25 @@ export function setupChat(): void {
   const stop = $<HTMLButtonElement>('#chat-stop');
   const status = $('#chat-status');
   const stats = $('#chat-stats');
+  const responses = $<HTMLInputElement>('#chat-responses');
+  const responseLine = $('#chat-response');
+  const seed = $<HTMLInputElement>('#chat-seed');
   bindModelSelect(model, ['chat']);
 
   const history: Turn[] = [];
   let running: AbortController | undefined;
+  /** The stored response the next Responses API turn continues. */
+  let previousId: string | undefined;
+  const setPrevious = (id: string | undefined) => {
+    previousId = id;
+    responseLine.textContent = id ? `response ${id}` : '';
+  };
+  responses.addEventListener('change', () => {
+    // The server's conversation misses turns made the other way: the next turn starts a new one from the history.
+    setPrevious(undefined);
+    // The Responses API has no seed.
+    seed.disabled = responses.checked;
+  });
 
   const scroll = () => (log.scrollTop = log.scrollHeight);
   const bubble = (role: string, text = '') => {
@@ -42,19 +52,31 @@ export function setupChat(): void {
     return { node, content };
   };
 
+  /** The request for the turn whose user message is the last of `history`. */
   const body = (): Record<string, unknown> => {
     const system = $<HTMLTextAreaElement>('#chat-system').value.trim();
     const thinking = $<HTMLSelectElement>('#chat-thinking').value;
+    const maxTokens = numberOrUndefined($<HTMLInputElement>('#chat-max-tokens'));
     const request: Record<string, unknown> = {
       model: model.value,
-      messages: [...(system ? [{ role: 'system', content: system }] : []), ...history],
       stream: true,
-      stream_options: { include_usage: true },
       temperature: numberOrUndefined($<HTMLInputElement>('#chat-temperature')),
       top_p: numberOrUndefined($<HTMLInputElement>('#chat-top-p')),
-      max_tokens: numberOrUndefined($<HTMLInputElement>('#chat-max-tokens')),
-      seed: numberOrUndefined($<HTMLInputElement>('#chat-seed')),
       thinking_tokens: numberOrUndefined($<HTMLInputElement>('#chat-thinking-tokens')),
+      ...(responses.checked
+        ? {
+            instructions: system || undefined,
+            // Continuing a stored response, only the new message; otherwise the conversation on screen.
+            input: previousId || history.length === 1 ? history.at(-1)!.content : history,
+            previous_response_id: previousId,
+            max_output_tokens: maxTokens,
+          }
+        : {
+            messages: [...(system ? [{ role: 'system', content: system }] : []), ...history],
+            stream_options: { include_usage: true },
+            max_tokens: maxTokens,
+            seed: numberOrUndefined(seed),
+          }),
     };
     if (thinking) request.thinking_enabled = thinking === 'on';
     const extra = $<HTMLTextAreaElement>('#chat-extra').value.trim();
@@ -90,21 +112,13 @@ export function setupChat(): void {
     const started = performance.now();
     let first: number | undefined;
     let pieces = 0;
-    let finish: string | null | undefined;
-    let usage: Chunk['usage'];
+    const outcome: Outcome = {};
     let content = '';
     try {
-      const res = await call('/v1/chat/completions', { method: 'POST', json: body(), signal: running.signal });
-      for await (const message of readSse(res)) {
-        if (message.data === '[DONE]') break;
-        const chunk = JSON.parse(message.data) as Chunk;
-        if (chunk.error) throw new Error(chunk.error.message);
-        if (chunk.usage) usage = chunk.usage;
-        const choice = chunk.choices?.[0];
-        if (!choice) continue;
-        finish = choice.finish_reason ?? finish;
-        const delta = choice.delta ?? {};
-        if (delta.reasoning_content) {
+      const viaResponses = responses.checked;
+      const res = await call(viaResponses ? '/v1/responses' : '/v1/chat/completions', { method: 'POST', json: body(), signal: running.signal });
+      for await (const delta of (viaResponses ? responsePieces : completionPieces)(res, outcome)) {
+        if (delta.reasoning) {
           if (!reasoning) {
             const summary = h('summary', { text: 'Thinking…' });
             const textNode = h('div.text');
@@ -112,20 +126,22 @@ export function setupChat(): void {
             answer.node.insertBefore(details, answer.content);
             reasoning = { details, summary, text: textNode };
           }
-          reasoning.text.textContent += delta.reasoning_content;
+          reasoning.text.textContent += delta.reasoning;
         }
         if (delta.content) {
           content += delta.content;
           answer.content.textContent = content;
         }
-        if (delta.content || delta.reasoning_content) {
+        if (delta.content || delta.reasoning) {
           pieces++;
           first ??= performance.now();
           setStatus(status, 'generating…', 'busy');
           scroll();
         }
       }
-      setStatus(status, finish === 'length' ? 'stopped at max tokens' : '', finish === 'length' ? 'idle' : 'ok');
+      if (outcome.responseId) setPrevious(outcome.responseId);
+      const cut = outcome.finish === 'length';
+      setStatus(status, cut ? 'stopped at max tokens' : '', cut ? 'idle' : 'ok');
     } catch (error) {
       const stopped = running.signal.aborted;
       setStatus(status, stopped ? 'stopped' : errorText(error), stopped ? 'idle' : 'error');
@@ -137,7 +153,8 @@ export function setupChat(): void {
       }
     } finally {
       const seconds = (performance.now() - (first ?? started)) / 1000;
-      const tokens = usage?.completion_tokens ?? pieces;
+      const { finish, usage } = outcome;
+      const tokens = usage?.completion ?? pieces;
       if (reasoning) reasoning.summary.textContent = `Reasoning · ${reasoning.text.textContent?.length ?? 0} chars`;
       const line = [
         first !== undefined ? `first token ${Math.round(first - started)} ms` : '',
@@ -146,7 +163,7 @@ export function setupChat(): void {
         finish ? `finish: ${finish}` : running?.signal.aborted ? 'stopped' : '',
       ].filter(Boolean);
       meta.textContent = line.join(' · ');
-      stats.textContent = usage ? `${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion tokens` : '';
+      stats.textContent = usage ? `${usage.prompt} prompt + ${usage.completion} completion tokens` : '';
       delete answer.node.dataset.streaming;
       answer.node.dataset.done = 'true';
       if (content) history.push({ role: 'assistant', content });
@@ -171,6 +188,7 @@ export function setupChat(): void {
   $('#chat-clear').addEventListener('click', () => {
     running?.abort();
     history.length = 0;
+    setPrevious(undefined);
     log.replaceChildren(h('p.empty.muted', { text: 'Messages stream here. Enter sends, Shift+Enter adds a line.' }));
     stats.textContent = '';
     setStatus(status, '');

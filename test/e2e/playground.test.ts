@@ -20,8 +20,9 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
  * The playground in a real browser: headless Chromium (Debian's `chromium`
  * package, or CHROMIUM_PATH) driven by playwright-core against the real
  * server on the synthetic models. Every panel does its job end to end through
- * the public API — chat streams (reasoning folded, stop), a file and the fake
- * microphone (Chromium plays a WAV as its capture device) transcribe, speech
+ * the public API — chat streams (reasoning folded, stop; by chat completions
+ * or the Responses API), a file and the fake microphone (Chromium plays a WAV
+ * as its capture device) transcribe, speech
  * plays while it streams in all three voice modes, images generate, an edit
  * with a mask painted by the mouse comes back, OCR draws its boxes, a pull
  * shows its progress and the model appears (then goes) — and a screenshot of
@@ -189,6 +190,93 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
     await page.click('.msg.assistant >> nth=0 >> details.reasoning summary');
     await shot('chat');
   }, 60_000);
+
+  it('chat over the Responses API: each turn streams from /v1/responses and continues the last response by its id', async () => {
+    const sent: Array<Record<string, unknown>> = [];
+    const onRequest = (request: import('playwright-core').Request) => {
+      if (request.method() === 'POST' && new URL(request.url()).pathname === '/v1/responses') sent.push(request.postDataJSON() as Record<string, unknown>);
+    };
+    page.on('request', onRequest);
+    try {
+      await open('chat');
+      await page.click('#chat-clear');
+      await page.check('#chat-responses');
+      expect(await page.isDisabled('#chat-seed')).toBe(true);
+      await page.selectOption('#chat-thinking', 'on');
+      await page.fill('#chat-thinking-tokens', '3');
+      await page.fill('#chat-max-tokens', '24');
+      await page.fill('#chat-extra', JSON.stringify({ logit_bias: { [TOKENS.think]: 4.5, [TOKENS.newline]: 3, [TOKENS.endThink]: -100, ...NEVER_END }, presence_penalty: 2, frequency_penalty: 2 }));
+      await watchText('#chat-log');
+      /** Sends a message and returns what the panel shows for it: the answer, its reasoning, and the response line. */
+      const turn = async (text: string, nth: number) => {
+        await page.fill('#chat-input', text);
+        await page.press('#chat-input', 'Enter');
+        const answer = page.locator('.msg.assistant').nth(nth);
+        await answer.and(page.locator('[data-done]')).waitFor({ timeout: 30_000 });
+        return {
+          content: (await answer.locator('.content').textContent()) ?? '',
+          reasoning: await answer.locator('details.reasoning .text').allTextContents(),
+          shown: (await page.textContent('#chat-response')) ?? '',
+        };
+      };
+      const stored = async (id: string) => (await (await fetch(`${server.url}/v1/responses/${id}`)).json()) as {
+        previous_response_id: string | null;
+        output: Array<{ type: string; content: Array<{ text: string }> }>;
+      };
+      const textOf = (response: Awaited<ReturnType<typeof stored>>, type: string) => response.output.find((item) => item.type === type)?.content[0]?.text;
+
+      const one = await turn('My name is Ada.', 0);
+      const firstId = /^response (resp_\S+)$/.exec(one.shown)?.[1];
+      expect(firstId, one.shown).toBeDefined();
+      expect(sent).toHaveLength(1);
+      expect(sent[0]).toMatchObject({ model: CHAT_MODEL_ID, stream: true, input: 'My name is Ada.', max_output_tokens: 24, thinking_enabled: true });
+      expect(sent[0]).not.toHaveProperty('previous_response_id');
+      expect(sent[0]).not.toHaveProperty('messages');
+      // What the panel shows is what the server stored under the shown id, and it streamed in.
+      const first = await stored(firstId!);
+      expect(first.previous_response_id).toBeNull();
+      expect(one.content.length).toBeGreaterThan(0);
+      expect(one.content).toBe(textOf(first, 'message'));
+      expect(one.reasoning).toEqual([textOf(first, 'reasoning')]);
+      expect(one.reasoning[0]!.length).toBeGreaterThan(0);
+      expect(new Set((await seenText('#chat-log')).map((t) => t.length)).size).toBeGreaterThan(4);
+
+      const two = await turn('What is my name?', 1);
+      const secondId = /^response (resp_\S+)$/.exec(two.shown)?.[1];
+      expect(secondId).toBeDefined();
+      expect(secondId).not.toBe(firstId);
+      expect(sent).toHaveLength(2);
+      // Only the new message: the conversation is carried by the id.
+      expect(sent[1]).toMatchObject({ input: 'What is my name?', previous_response_id: firstId });
+      const second = await stored(secondId!);
+      expect(second.previous_response_id).toBe(firstId);
+      expect(two.content).toBe(textOf(second, 'message'));
+
+      // Clear starts over: the id is forgotten and the next turn continues nothing.
+      await page.click('#chat-clear');
+      expect(await page.textContent('#chat-response')).toBe('');
+      const again = await turn('Hello again.', 0);
+      expect(sent).toHaveLength(3);
+      expect(sent[2]).toMatchObject({ input: 'Hello again.' });
+      expect(sent[2]).not.toHaveProperty('previous_response_id');
+
+      // Switched off and on, the server's conversation would miss what went the other way: the next turn sends the history.
+      await page.uncheck('#chat-responses');
+      await page.check('#chat-responses');
+      expect(await page.textContent('#chat-response')).toBe('');
+      await turn('And again.', 1);
+      expect(sent).toHaveLength(4);
+      expect(sent[3]!.input).toEqual([
+        { role: 'user', content: 'Hello again.' },
+        { role: 'assistant', content: again.content },
+        { role: 'user', content: 'And again.' },
+      ]);
+      expect(sent[3]).not.toHaveProperty('previous_response_id');
+    } finally {
+      page.off('request', onRequest);
+      await page.uncheck('#chat-responses');
+    }
+  }, 90_000);
 
   it('speech to text: a file gives text (with segments), the fake microphone gives live text over the WebSocket', async () => {
     await open('transcribe');

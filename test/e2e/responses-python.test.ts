@@ -18,7 +18,7 @@ const python = existsSync(VENV_PYTHON) ? VENV_PYTHON : 'python3';
 const sdk = spawnSync(python, ['-c', 'import openai; print(openai.__version__)'], { encoding: 'utf8' });
 const version = sdk.status === 0 ? sdk.stdout.trim() : undefined;
 
-describe.skipIf(!version)("the Responses API through the Python openai package (needs it: python3 -m pip install openai, as .ci/run does into test/.cache/py)", () => {
+describe.skipIf(!version)("the Responses API through the Python openai package (needs it: python3 -m pip install -r test/python/requirements.txt, as .ci/run does into test/.cache/py)", () => {
   let server: TestServer;
   // A store that takes no response over 1000 bytes: a streamed response's failure after its start.
   let small: TestServer;

@@ -1,8 +1,9 @@
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import OpenAI from 'openai';
 import type { Response, ResponseCreateParamsStreaming, ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { afterEach, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
 import { runCli } from '../helpers/cli.js';
 import { tempHome } from '../helpers/server.js';
@@ -28,6 +29,10 @@ beforeAll(async () => {
 afterEach(() => {
   for (const server of running) server.child.kill('SIGKILL');
   running.clear();
+});
+
+afterAll(async () => {
+  if (home) await rm(home, { recursive: true, force: true });
 });
 
 async function serve(): Promise<{ server: ServeProcess; client: OpenAI }> {

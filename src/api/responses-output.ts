@@ -38,15 +38,16 @@ export interface ResponseObject extends Record<string, unknown> {
 }
 
 /*
- * usage: the chat task reports prompt and generated tokens only. How much of
- * the prompt the slot cache reused, and how many generated tokens were
- * reasoning, are not measured, so both details are 0 (as OpenAI reports for
- * a model without them) rather than guessed.
+ * usage: cached_tokens is the part of the prompt the slot's KV cache already
+ * held (a stored conversation's earlier turns, continued on the sequence that
+ * generated them). How many generated tokens were reasoning is not measured,
+ * so that detail is 0 (as OpenAI reports for a model without it) rather than
+ * guessed.
  */
 export function usageOf(usage: ChatUsage): ResponseUsage {
   return {
     input_tokens: usage.promptTokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: usage.cachedPromptTokens },
     output_tokens: usage.completionTokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.promptTokens + usage.completionTokens,

@@ -273,6 +273,15 @@ describe('POST /v1/responses through the openai client', () => {
     // Each turn's prompt holds the turns before it.
     expect(two.usage!.input_tokens).toBeGreaterThan(one.usage!.input_tokens + one.usage!.output_tokens);
     expect(three.usage!.input_tokens).toBeGreaterThan(two.usage!.input_tokens + two.usage!.output_tokens);
+    // The prompt cache: a new conversation shares at most the template's role header with what a slot held;
+    // each later turn continues on the sequence that generated the one before, whose whole prompt it reuses.
+    // The prompt's last token is always evaluated again (its logits start the answer).
+    const cached = (res: typeof one) => res.usage!.input_tokens_details.cached_tokens;
+    expect(cached(one)).toBeLessThan(one.usage!.input_tokens / 2);
+    expect(cached(two)).toBeGreaterThanOrEqual(one.usage!.input_tokens);
+    expect(cached(two)).toBeLessThan(two.usage!.input_tokens);
+    expect(cached(three)).toBeGreaterThanOrEqual(two.usage!.input_tokens);
+    expect(cached(three)).toBeLessThan(three.usage!.input_tokens);
 
     const again = await client.responses.retrieve(three.id);
     expect(again.id).toBe(three.id);

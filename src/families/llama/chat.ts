@@ -90,9 +90,10 @@ export class LlamaChatModel implements ChatModel {
       effort: request.reasoningEffort,
       requireFunctionCall: functions !== undefined && (request.toolChoice === 'required' || typeof request.toolChoice === 'object'),
     });
-    const promptTokens = wrapper
+    const prompt = wrapper
       .generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true })
-      .contextText.tokenize(this.model.tokenizer).length;
+      .contextText.tokenize(this.model.tokenizer);
+    const promptTokens = prompt.length;
     const room = this.context.contextSize - promptTokens;
     if (room <= 0) {
       throw new InvalidRequestError(`The conversation is ${promptTokens} tokens; this model's context holds ${this.context.contextSize}.`, {
@@ -110,6 +111,7 @@ export class LlamaChatModel implements ChatModel {
       if (error instanceof QueueFullError) throw new OverloadedError();
       throw error;
     }
+    const cachedPromptTokens = reusedTokens(slot.sequence, prompt);
     const stop = new AbortController();
     const abort = AbortSignal.any([signal, stop.signal]);
     const queue = new PushQueue<ChatDelta>();
@@ -161,7 +163,7 @@ export class LlamaChatModel implements ChatModel {
         queue.push({
           type: 'done',
           ...finishOf(response),
-          usage: { promptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore },
+          usage: { promptTokens, cachedPromptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore },
         });
         queue.end();
         slot.held = [...fingerprints, fingerprint({ role: 'assistant', content })];
@@ -266,6 +268,16 @@ function finishOf(response: LlamaChatResponse<ChatModelFunctions | undefined>): 
   }
   const reason: FinishReason = meta.stopReason === 'maxTokens' ? 'length' : meta.stopReason === 'functionCalls' ? 'tool_calls' : 'stop';
   return { finishReason: reason, stopSequence: null };
+}
+
+/**
+ * How much of the prompt the sequence's KV state already holds: LlamaChat
+ * keeps the sequence's tokens up to the first one that differs from the
+ * prompt (adaptStateToTokens without shifting) and evaluates the rest, and it
+ * always evaluates the prompt's last token again for its logits.
+ */
+function reusedTokens(sequence: LlamaContextSequence, prompt: Token[]): number {
+  return Math.max(0, Math.min(sequence.compareContextTokens(prompt).firstDifferentIndex, prompt.length - 1));
 }
 
 function fingerprint(message: { role: string; content: string; toolCalls?: unknown; toolCallId?: string }): string {

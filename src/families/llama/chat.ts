@@ -43,6 +43,8 @@ interface Slot {
   sequence: LlamaContextSequence;
   /** Fingerprints of the messages (and reply) the sequence holds now. */
   held: string[];
+  /** When a request last took it (performance.now()); 0 never. */
+  lastUsed: number;
 }
 
 export class LlamaChatModel implements ChatModel {
@@ -107,6 +109,7 @@ export class LlamaChatModel implements ChatModel {
     let slot: Slot;
     try {
       slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));
+      slot.lastUsed = performance.now();
     } catch (error) {
       if (error instanceof QueueFullError) throw new OverloadedError();
       throw error;
@@ -286,23 +289,33 @@ function fingerprint(message: { role: string; content: string; toolCalls?: unkno
 
 /**
  * The free slot whose held conversation shares the longest message prefix
- * with this one (its tokens need no evaluation); among equals the lowest
- * sequence, which keeps busy sequences consecutive: llama.cpp decodes
- * consecutive sequence ids in one micro-batch, and a gap splits the batch
- * (decode-gate.ts).
+ * with this one (its tokens need no evaluation). A conversation that shares
+ * nothing takes an empty slot if there is one, else the least recently used:
+ * the others may hold conversations still going on (a client taking turns
+ * with others, an agent between tool calls), whose next turn would otherwise
+ * evaluate its whole prompt again. Among equals the lowest sequence, which
+ * keeps busy sequences consecutive: llama.cpp decodes consecutive sequence
+ * ids in one micro-batch, and a gap splits the batch (decode-gate.ts).
  */
-export function pickSlot<S extends { index: number; held: readonly string[] }>(free: readonly S[], messages: readonly string[]): S {
+export function pickSlot<S extends { index: number; held: readonly string[]; lastUsed?: number }>(free: readonly S[], messages: readonly string[]): S {
   let best = free[0]!;
-  let bestShared = -1;
+  let bestRank: number[] = [];
   for (const slot of free) {
     let shared = 0;
     while (shared < slot.held.length && shared < messages.length && slot.held[shared] === messages[shared]) shared++;
-    if (shared > bestShared || (shared === bestShared && slot.index < best.index)) {
+    // Compared in order, greater first: shared messages; for none, empty before held, then older use.
+    const rank = shared > 0 ? [shared, 0, 0] : [0, slot.held.length === 0 ? 1 : 0, -(slot.lastUsed ?? 0)];
+    if (bestRank.length === 0 || outranks(rank, bestRank) || (!outranks(bestRank, rank) && slot.index < best.index)) {
       best = slot;
-      bestShared = shared;
+      bestRank = rank;
     }
   }
   return best;
+}
+
+function outranks(a: readonly number[], b: readonly number[]): boolean {
+  const at = a.findIndex((x, i) => x !== b[i]);
+  return at >= 0 && a[at]! > b[at]!;
 }
 
 /**
@@ -381,7 +394,7 @@ export const chatLoader: Loader<LlamaChatModel> = {
     } else {
       log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
     }
-    const slots: Slot[] = Array.from({ length: parallel }, (_, index) => ({ index, sequence: context.getSequence(), held: [] }));
+    const slots: Slot[] = Array.from({ length: parallel }, (_, index) => ({ index, sequence: context.getSequence(), held: [], lastUsed: 0 }));
     const temperature = installed.entry.defaults.temperature;
     return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), installDecodeGate(context), {
       temperature: typeof temperature === 'number' ? temperature : undefined,

@@ -38,18 +38,19 @@ export interface ResponseObject extends Record<string, unknown> {
 }
 
 /*
- * usage: the chat task reports prompt and generated tokens only. How much of
- * the prompt the slot cache reused, and how many generated tokens were
- * reasoning, are not measured, so both details are 0 (as OpenAI reports for
- * a model without them) rather than guessed.
+ * usage: cached_tokens is the part of the prompt the slot's KV cache already
+ * held (a stored conversation's earlier turns, continued on the sequence that
+ * generated them). How many generated tokens were reasoning is not measured,
+ * so that detail is 0 (as OpenAI reports for a model without it) rather than
+ * guessed.
  */
 export function usageOf(usage: ChatUsage): ResponseUsage {
   return {
     input_tokens: usage.promptTokens,
-    // The chat task reports no prompt-cache figures; both SDKs' usage types require both fields.
-    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+    // cache_write_tokens: both SDKs' usage types require it; a local KV cache has no separately counted writes.
+    input_tokens_details: { cached_tokens: usage.cachedPromptTokens, cache_write_tokens: 0 },
     output_tokens: usage.completionTokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.reasoningTokens },
     total_tokens: usage.promptTokens + usage.completionTokens,
   };
 }

@@ -148,6 +148,10 @@ describe('POST /v1/responses through the openai client', () => {
     const text = events.filter((e) => e.type === 'response.reasoning_text.delta').map((e) => (e as { delta: string }).delta).join('');
     expect(reasoning.content![0]).toEqual({ type: 'reasoning_text', text });
     expect(final.response.usage!.output_tokens).toBe(30);
+    // Every token is inside the thinking but the few that open it (`<think>`, a line break).
+    const { reasoning_tokens } = final.response.usage!.output_tokens_details;
+    expect(reasoning_tokens).toBeGreaterThanOrEqual(26);
+    expect(reasoning_tokens).toBeLessThanOrEqual(30);
   });
 
   it('streams an answer as output_text events whose deltas make the final text', async () => {
@@ -170,6 +174,8 @@ describe('POST /v1/responses through the openai client', () => {
     const item = (events.find((e) => e.type === 'response.output_item.done') as { item: OpenAI.Responses.ResponseOutputMessage }).item;
     expect(item.id).toBe(done.item_id);
     expect(item.status).toBe('incomplete');
+    const final = events.at(-1) as OpenAI.Responses.ResponseIncompleteEvent;
+    expect(final.response.usage!.output_tokens_details.reasoning_tokens).toBe(0);
   });
 
   it('stops generating when the client hangs up, and stores nothing', async () => {
@@ -273,6 +279,15 @@ describe('POST /v1/responses through the openai client', () => {
     // Each turn's prompt holds the turns before it.
     expect(two.usage!.input_tokens).toBeGreaterThan(one.usage!.input_tokens + one.usage!.output_tokens);
     expect(three.usage!.input_tokens).toBeGreaterThan(two.usage!.input_tokens + two.usage!.output_tokens);
+    // The prompt cache: a new conversation shares at most the template's role header with what a slot held;
+    // each later turn continues on the sequence that generated the one before, whose whole prompt it reuses.
+    // The prompt's last token is always evaluated again (its logits start the answer).
+    const cached = (res: typeof one) => res.usage!.input_tokens_details.cached_tokens;
+    expect(cached(one)).toBeLessThan(one.usage!.input_tokens / 2);
+    expect(cached(two)).toBeGreaterThanOrEqual(one.usage!.input_tokens);
+    expect(cached(two)).toBeLessThan(two.usage!.input_tokens);
+    expect(cached(three)).toBeGreaterThanOrEqual(two.usage!.input_tokens);
+    expect(cached(three)).toBeLessThan(three.usage!.input_tokens);
 
     const again = await client.responses.retrieve(three.id);
     expect(again.id).toBe(three.id);

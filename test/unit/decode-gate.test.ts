@@ -163,4 +163,12 @@ describe('pickSlot', () => {
     expect(pickSlot([slot(3), slot(1), slot(2)], ['a']).index).toBe(1);
     expect(pickSlot([slot(2, ['x']), slot(0, ['y'])], ['a']).index).toBe(0);
   });
+
+  it('gives a new conversation an empty slot, else the least recently used, so conversations in progress keep theirs', () => {
+    const used = (index: number, held: string[], lastUsed: number) => ({ index, held, lastUsed });
+    expect(pickSlot([used(0, ['x'], 5), used(1, [], 0), used(2, ['y'], 1)], ['a']).index).toBe(1);
+    expect(pickSlot([used(0, ['x'], 5), used(1, ['y'], 9), used(2, ['z'], 3)], ['a']).index).toBe(2);
+    // A shared prefix still wins over age.
+    expect(pickSlot([used(0, ['a'], 9), used(1, [], 0)], ['a', 'b']).index).toBe(0);
+  });
 });

@@ -67,7 +67,11 @@ export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 export interface ChatUsage {
   promptTokens: number;
+  /** Prompt tokens the model's cache already held (not evaluated again); 0 where a backend cannot tell. */
+  cachedPromptTokens: number;
   completionTokens: number;
+  /** Completion tokens generated inside the model's thinking (part of completionTokens). */
+  reasoningTokens: number;
 }
 
 export type ChatDelta =

@@ -43,6 +43,8 @@ interface Slot {
   sequence: LlamaContextSequence;
   /** Fingerprints of the messages (and reply) the sequence holds now. */
   held: string[];
+  /** When a request last took it (performance.now()); 0 never. */
+  lastUsed: number;
 }
 
 export class LlamaChatModel implements ChatModel {
@@ -90,9 +92,10 @@ export class LlamaChatModel implements ChatModel {
       effort: request.reasoningEffort,
       requireFunctionCall: functions !== undefined && (request.toolChoice === 'required' || typeof request.toolChoice === 'object'),
     });
-    const promptTokens = wrapper
+    const prompt = wrapper
       .generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true })
-      .contextText.tokenize(this.model.tokenizer).length;
+      .contextText.tokenize(this.model.tokenizer);
+    const promptTokens = prompt.length;
     const room = this.context.contextSize - promptTokens;
     if (room <= 0) {
       throw new InvalidRequestError(`The conversation is ${promptTokens} tokens; this model's context holds ${this.context.contextSize}.`, {
@@ -106,10 +109,12 @@ export class LlamaChatModel implements ChatModel {
     let slot: Slot;
     try {
       slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));
+      slot.lastUsed = performance.now();
     } catch (error) {
       if (error instanceof QueueFullError) throw new OverloadedError();
       throw error;
     }
+    const cachedPromptTokens = reusedTokens(slot.sequence, prompt);
     const stop = new AbortController();
     const abort = AbortSignal.any([signal, stop.signal]);
     const queue = new PushQueue<ChatDelta>();
@@ -118,7 +123,9 @@ export class LlamaChatModel implements ChatModel {
     const outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
     let content = '';
     let afterThought = false;
+    let reasoningTokens = 0;
     const onResponseChunk = (chunk: LlamaChatResponseChunk) => {
+      if (chunk.type === 'segment') reasoningTokens += chunk.tokens.length;
       if (chunk.text === '') return;
       if (chunk.type === 'segment') {
         afterThought = true;
@@ -161,7 +168,7 @@ export class LlamaChatModel implements ChatModel {
         queue.push({
           type: 'done',
           ...finishOf(response),
-          usage: { promptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore },
+          usage: { promptTokens, cachedPromptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore, reasoningTokens },
         });
         queue.end();
         slot.held = [...fingerprints, fingerprint({ role: 'assistant', content })];
@@ -268,29 +275,49 @@ function finishOf(response: LlamaChatResponse<ChatModelFunctions | undefined>): 
   return { finishReason: reason, stopSequence: null };
 }
 
+/**
+ * How much of the prompt the sequence's KV state already holds: LlamaChat
+ * keeps the sequence's tokens up to the first one that differs from the
+ * prompt (adaptStateToTokens without shifting) and evaluates the rest, and it
+ * always evaluates the prompt's last token again for its logits.
+ */
+function reusedTokens(sequence: LlamaContextSequence, prompt: Token[]): number {
+  return Math.max(0, Math.min(sequence.compareContextTokens(prompt).firstDifferentIndex, prompt.length - 1));
+}
+
 function fingerprint(message: { role: string; content: string; toolCalls?: unknown; toolCallId?: string }): string {
   return JSON.stringify([message.role, message.content, message.toolCalls ?? null, message.toolCallId ?? null]);
 }
 
 /**
  * The free slot whose held conversation shares the longest message prefix
- * with this one (its tokens need no evaluation); among equals the lowest
- * sequence, which keeps busy sequences consecutive: llama.cpp decodes
- * consecutive sequence ids in one micro-batch, and a gap splits the batch
- * (decode-gate.ts).
+ * with this one (its tokens need no evaluation). A conversation that shares
+ * nothing takes an empty slot if there is one, else the least recently used:
+ * the others may hold conversations still going on (a client taking turns
+ * with others, an agent between tool calls), whose next turn would otherwise
+ * evaluate its whole prompt again. Among equals the lowest sequence, which
+ * keeps busy sequences consecutive: llama.cpp decodes consecutive sequence
+ * ids in one micro-batch, and a gap splits the batch (decode-gate.ts).
  */
-export function pickSlot<S extends { index: number; held: readonly string[] }>(free: readonly S[], messages: readonly string[]): S {
+export function pickSlot<S extends { index: number; held: readonly string[]; lastUsed?: number }>(free: readonly S[], messages: readonly string[]): S {
   let best = free[0]!;
-  let bestShared = -1;
+  let bestRank: number[] = [];
   for (const slot of free) {
     let shared = 0;
     while (shared < slot.held.length && shared < messages.length && slot.held[shared] === messages[shared]) shared++;
-    if (shared > bestShared || (shared === bestShared && slot.index < best.index)) {
+    // Compared in order, greater first: shared messages; for none, empty before held, then older use.
+    const rank = shared > 0 ? [shared, 0, 0] : [0, slot.held.length === 0 ? 1 : 0, -(slot.lastUsed ?? 0)];
+    if (bestRank.length === 0 || outranks(rank, bestRank) || (!outranks(bestRank, rank) && slot.index < best.index)) {
       best = slot;
-      bestShared = shared;
+      bestRank = rank;
     }
   }
   return best;
+}
+
+function outranks(a: readonly number[], b: readonly number[]): boolean {
+  const at = a.findIndex((x, i) => x !== b[i]);
+  return at >= 0 && a[at]! > b[at]!;
 }
 
 /**
@@ -369,7 +396,7 @@ export const chatLoader: Loader<LlamaChatModel> = {
     } else {
       log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
     }
-    const slots: Slot[] = Array.from({ length: parallel }, (_, index) => ({ index, sequence: context.getSequence(), held: [] }));
+    const slots: Slot[] = Array.from({ length: parallel }, (_, index) => ({ index, sequence: context.getSequence(), held: [], lastUsed: 0 }));
     const temperature = installed.entry.defaults.temperature;
     return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), installDecodeGate(context), {
       temperature: typeof temperature === 'number' ? temperature : undefined,

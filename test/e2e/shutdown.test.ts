@@ -1,9 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
 import type { RunningModelList } from '../../src/api/ps.js';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
-import { BIN, runCli } from '../helpers/cli.js';
+import { runCli } from '../helpers/cli.js';
+import { spawnServe } from '../helpers/serve-process.js';
 import { tempHome } from '../helpers/server.js';
 
 /**
@@ -34,18 +35,8 @@ async function serveWithStuckRunner(): Promise<{ child: ChildProcess; runner: nu
   const home = await tempHome();
   const env = { ...process.env, LSERVE_HOME: home };
   expect((await runCli(['pull', tinyQwen3File(), '--kind', 'chat', '--id', CHAT_MODEL_ID], { env })).code).toBe(0);
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--threads', '1'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const { child, url: base, exited, log } = await spawnServe(home, ['--threads', '1']);
   server = child;
-  let output = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const base = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const url = /lserve listening on (http:\/\/\S+)\/v1/.exec(output)?.[1];
-      if (url) resolve(url);
-    });
-    void exited.then(() => reject(new Error(`lserve serve exited:\n${output}`)));
-  });
   const response = await fetch(`${base}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -56,7 +47,7 @@ async function serveWithStuckRunner(): Promise<{ child: ChildProcess; runner: nu
   const { models } = (await (await fetch(`${base}/v1/ps`)).json()) as RunningModelList;
   const runner = models[0]!.pid!;
   process.kill(runner, 'SIGSTOP');
-  return { child, runner, exited, log: () => output };
+  return { child, runner, exited, log };
 }
 
 it.runIf(process.platform === 'linux')('exits at the second SIGTERM at once, killing a runner that does not answer', async () => {

@@ -1,11 +1,11 @@
 /** Parsing of the human units users type in flags and request fields. */
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /**
- * Keep-alive durations as Ollama accepts them: "5m", "30s", "1h30m", a bare
- * number of seconds, or a negative value for "forever". Returns milliseconds
- * (negative = forever).
+ * Durations as Ollama accepts keep-alives: "5m", "30s", "1h30m", a bare
+ * number of seconds, or a negative value for "forever"; and days ("30d"),
+ * for retention. Returns milliseconds (negative = forever).
  */
 export function parseDuration(value: string | number): number {
   if (typeof value === 'number') {
@@ -15,7 +15,7 @@ export function parseDuration(value: string | number): number {
   const text = value.trim();
   if (/^-?\d+(\.\d+)?$/.test(text)) return parseDuration(Number(text));
   if (text.startsWith('-')) return -1;
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
   if (parts.length === 0 || parts.map((p) => p[0]).join('') !== text) throw new Error(`invalid duration: '${value}' (use e.g. 30s, 5m, 1h)`);
   return Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * DURATION_UNITS[p[2]!]!, 0));
 }

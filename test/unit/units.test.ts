@@ -6,6 +6,8 @@ describe('units', () => {
     expect(parseDuration('5m')).toBe(300_000);
     expect(parseDuration('1h30m')).toBe(5_400_000);
     expect(parseDuration('250ms')).toBe(250);
+    expect(parseDuration('30d')).toBe(30 * 86_400_000);
+    expect(parseDuration('1d12h')).toBe(36 * 3_600_000);
     expect(parseDuration('30')).toBe(30_000);
     expect(parseDuration(2)).toBe(2000);
     expect(parseDuration('-1')).toBe(-1);

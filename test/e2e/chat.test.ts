@@ -1,8 +1,8 @@
 import OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../helpers/server.js';
-import { CHAT_MODEL_ID, NEVER_END, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
+import type { TestServer } from '../helpers/server.js';
+import { CHAT_MODEL_ID, NEVER_END, startChatServer, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
 
 /** Extensions of the request body that the openai SDK passes through untouched. */
 type Extended<T> = T & { thinking_enabled?: boolean; thinking_tokens?: number; top_k?: number };
@@ -11,11 +11,7 @@ let server: TestServer;
 let client: OpenAI;
 
 beforeAll(async () => {
-  server = await startTestServer({ engine: { threads: 1, parallel: 4 } });
-  await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  // Load once so every test measures the request, not the load.
-  await client.chat.completions.create({ model: CHAT_MODEL_ID, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+  ({ server, client } = await startChatServer());
 });
 
 afterAll(async () => {

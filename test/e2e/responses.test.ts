@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type { ResponseCreateParamsNonStreaming, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { CHAT_MODEL_ID, NEVER_END, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
+import { CHAT_MODEL_ID, NEVER_END, startChatServer, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
 
 /** lserve's extensions of the request body, which the openai SDK passes through untouched. */
 type Extended<T> = T & { logit_bias?: Record<number, number>; thinking_tokens?: number; presence_penalty?: number; frequency_penalty?: number };
@@ -11,10 +11,7 @@ let server: TestServer;
 let client: OpenAI;
 
 beforeAll(async () => {
-  server = await startTestServer({ engine: { threads: 1, parallel: 4 } });
-  await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  await client.responses.create({ model: CHAT_MODEL_ID, input: 'hi', max_output_tokens: 1 });
+  ({ server, client } = await startChatServer());
 });
 
 afterAll(async () => {

@@ -37,6 +37,7 @@ export const defaultLoaders: LoaderTable = {
 /** Install-time work (`lserve pull`), keyed like the loaders. */
 export const defaultPreparers: PreparerTable = {
   'onnx:image': () => import('./families/stable-diffusion/prepare.js').then((m) => m.imagePreparer),
+  'onnx:tts': () => import('./families/qwen3-tts/prepared/prepare.js').then((m) => m.qwen3TtsPreparer),
 };
 
 /**

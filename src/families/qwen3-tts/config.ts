@@ -1,4 +1,5 @@
 import type { VoiceMode } from '../../core/tasks/speak/synthesizer.js';
+import type { PredictorDims } from './prepared/predictor-graph.js';
 
 /**
  * What the runtime reads from a Qwen3-TTS model's config.json and
@@ -52,6 +53,8 @@ export interface TtsConfig {
   minFrames: number;
   /** Positions the talker was trained for (talker_config.max_position_embeddings): prompt and frames together. */
   maxPositions: number;
+  /** The code predictor's attention and norms, for the KV-cached predictor built from its weights (prepared/). */
+  predictorDims: PredictorDims;
   /** Talker width, KV heads and head size, for graphs whose shapes leave them open. */
   hidden?: number;
   kvHeads?: number;
@@ -83,6 +86,14 @@ export interface ModelConfigJson {
     codec_language_id?: Record<string, number>;
     spk_id?: Record<string, number | number[]>;
     spk_is_dialect?: Record<string, string | false>;
+    code_predictor_config?: {
+      num_attention_heads?: number;
+      num_key_value_heads?: number;
+      head_dim?: number;
+      hidden_size?: number;
+      rope_theta?: number;
+      rms_norm_eps?: number;
+    };
   };
 }
 
@@ -136,6 +147,9 @@ export function parseTtsConfig(config: ModelConfigJson, generation: GenerationCo
     repetitionPenalty: penalty,
   });
   const g = generation;
+  // Qwen3TTSTalkerCodePredictorConfig's defaults where the file lacks a key.
+  const p = t.code_predictor_config ?? {};
+  const predictorHeads = p.num_attention_heads ?? 16;
   return {
     mode,
     ids: {
@@ -166,6 +180,13 @@ export function parseTtsConfig(config: ModelConfigJson, generation: GenerationCo
     minFrames: 2,
     // Qwen3TTSTalkerConfig's default where the file lacks the key.
     maxPositions: t.max_position_embeddings ?? 32768,
+    predictorDims: {
+      heads: predictorHeads,
+      kvHeads: p.num_key_value_heads ?? 8,
+      headDim: p.head_dim ?? (p.hidden_size ? p.hidden_size / predictorHeads : 128),
+      ropeTheta: p.rope_theta ?? 1_000_000,
+      eps: p.rms_norm_eps ?? 1e-6,
+    },
     hidden: t.hidden_size,
     kvHeads: t.num_key_value_heads,
     headDim: t.head_dim ?? (t.hidden_size && t.num_attention_heads ? t.hidden_size / t.num_attention_heads : undefined),

@@ -1,14 +1,14 @@
 import ort from 'onnxruntime-node';
 import { readFloats, toFloatType } from '../../runtimes/onnx/float-io.js';
 import { ortSessionOptions } from '../../runtimes/onnx/session.js';
-import { bindPredictor, type PredictorBinding } from './code-predictor.js';
+import { CachedPredictor, graphValues, PublishedPredictor, type FramePredictor } from './code-predictor.js';
 import { parseCodecConfig } from './codec-config.js';
 import type { TtsConfig } from './config.js';
-import type { GraphValue } from './graph-io.js';
 import { buildPrompt, PromptError, type PromptLayout, type PromptPlan } from './prompt.js';
 import { encodeReferenceCodes } from './reference-codes.js';
 import { FirstCodeSampler, Rng, Sampler } from './sampling.js';
 import { bindTalker, type TalkerBinding } from './talker.js';
+import { openPredictor, openTalker, PREPARED_PLAN, type GraphPlan } from './prepared/open-prepared.js';
 import { loadTtsTokenizer, type TokenizerFiles, type TtsTokenizer } from './tokenizer.js';
 
 /**
@@ -36,6 +36,8 @@ export interface GeneratorInit {
   referenceSamplesPerFrame?: number;
   config: TtsConfig;
   tokenizer: TokenizerFiles;
+  /** The prepared talker and predictor unless told otherwise (prepared/open-prepared.ts). */
+  graphs?: GraphPlan;
 }
 
 export interface GenerateRequest {
@@ -65,11 +67,6 @@ export type StopReason = 'eos' | 'length' | 'aborted';
 
 type Session = ort.InferenceSession;
 
-/** A session's inputs or outputs as graph-io.ts binds them (non-tensor values left out). */
-function graphValues(metadata: readonly ort.InferenceSession.ValueMetadata[]): GraphValue[] {
-  return metadata.flatMap((m) => (m.isTensor ? [{ name: m.name, type: m.type, shape: m.shape }] : []));
-}
-
 function rank(session: Session, name: string): number | undefined {
   const meta = session.inputMetadata.find((m) => m.name === name);
   return meta && meta.isTensor ? meta.shape.length : undefined;
@@ -77,7 +74,9 @@ function rank(session: Session, name: string): number | undefined {
 
 export class FrameGenerator {
   private readonly io: TalkerBinding;
-  private readonly predictorIo: PredictorBinding;
+  private readonly predictor: FramePredictor;
+  /** The frame's codes, which the predictor reads and fills. */
+  private readonly codes: BigInt64Array;
   private readonly kvHeads: number;
   private readonly headDim: number;
   private readonly hidden: number;
@@ -90,6 +89,9 @@ export class FrameGenerator {
     private readonly config: TtsConfig,
     private readonly tokenizer: TtsTokenizer,
     private readonly referenceSamplesPerFrame: number,
+    /** Which talker and code predictor graphs run, and why (for the load line). */
+    readonly graphNotes: string,
+    cachedLayers: number | undefined,
   ) {
     const talker = this.talker;
     this.io = bindTalker(graphValues(talker.inputMetadata), graphValues(talker.outputMetadata), { vocab: config.codecVocab, hidden: config.hidden });
@@ -102,23 +104,37 @@ export class FrameGenerator {
     this.headDim = headDim;
     this.hidden = hidden;
     this.roleIds = [config.ids.imStart, ...tokenizer.encode('assistant\n')];
-    const predictor = this.predictor;
-    this.predictorIo = bindPredictor(graphValues(predictor.inputMetadata), graphValues(predictor.outputMetadata), { hidden, groups: config.groups });
+    this.codes = new BigInt64Array(config.groups);
+    const predictor = sessions.code_predictor!;
+    this.predictor = cachedLayers ? new CachedPredictor(predictor, hidden, this.codes, cachedLayers) : new PublishedPredictor(predictor, hidden, this.codes);
   }
 
   static async create(init: GeneratorInit): Promise<FrameGenerator> {
     const options = ortSessionOptions({ threads: init.threads });
-    const entries = Object.entries(init.paths).filter((e): e is [string, string] => e[1] !== undefined);
-    const settled = await Promise.allSettled(entries.map(([, file]) => ort.InferenceSession.create(file, options)));
+    const plan = init.graphs ?? PREPARED_PLAN;
+    const entries = Object.entries(init.paths).filter((e): e is [string, string] => e[1] !== undefined && e[0] !== 'code_predictor' && e[0] !== 'talker_cache');
+    const opening = [
+      openPredictor(init.paths.code_predictor, plan, init.config, options, init.threads),
+      openTalker(init.paths.talker_cache, plan, options),
+      ...entries.map(async ([, file]) => ({ session: await ort.InferenceSession.create(file, options) })),
+    ] as const;
+    const settled = await Promise.allSettled(opening);
     const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
-      await Promise.all(settled.map((r) => (r.status === 'fulfilled' ? r.value.release() : undefined)));
+      await Promise.all(settled.map((r) => (r.status === 'fulfilled' ? r.value.session.release() : undefined)));
       throw failed.reason;
     }
-    const sessions = Object.fromEntries(entries.map(([role], i) => [role, (settled[i] as PromiseFulfilledResult<Session>).value]));
+    const [predictor, talker, ...others] = settled.map((r) => (r as PromiseFulfilledResult<Awaited<(typeof opening)[0]>>).value);
+    const sessions: Record<string, Session> = Object.fromEntries([
+      ['code_predictor', predictor!.session],
+      ['talker_cache', talker!.session],
+      ...entries.map(([role], i) => [role, others[i]!.session]),
+    ]);
+    const notes = [talker!.note, predictor!.note].filter(Boolean).join('; ');
     try {
       const tokenizer = await loadTtsTokenizer(init.tokenizer);
-      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, init.config, tokenizer, init.referenceSamplesPerFrame ?? parseCodecConfig().encoderSamplesPerFrame);
+      const samplesPerFrame = init.referenceSamplesPerFrame ?? parseCodecConfig().encoderSamplesPerFrame;
+      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, init.config, tokenizer, samplesPerFrame, notes, predictor!.cachedLayers);
     } catch (error) {
       await Promise.all(Object.values(sessions).map((s) => s.release()));
       throw error;
@@ -127,10 +143,6 @@ export class FrameGenerator {
 
   private get talker(): Session {
     return this.sessions.talker_cache!;
-  }
-
-  private get predictor(): Session {
-    return this.sessions.code_predictor!;
   }
 
   async release(): Promise<void> {
@@ -220,35 +232,24 @@ export class FrameGenerator {
     const steps = await this.embed({ rows: stepTexts.map((text) => ({ text })), vectors: [], frames: [], trailing: [], stepText: plan.stepText });
     const rng = new Rng(request.seed);
     const firstCode = new FirstCodeSampler(config.codecVocab, audioCodes(config), config.ids.codecEos, config.talker, config.minFrames);
-    const io = this.predictorIo;
-    const predictorVocab = io.vocab ?? 2048;
+    const predictorVocab = this.predictor.vocab;
     const groupSampler = new Sampler(config.predictor.topK > 0 ? config.predictor.topK : predictorVocab);
+    const draw = (logits: Float32Array) => groupSampler.sample(logits, predictorVocab, config.predictor, rng);
 
     if (aborted()) return { frames: 0, reason: 'aborted' };
     let state = await this.talkerRun(embeds, plan.rows.length, 0, undefined);
     let position = plan.rows.length;
-    const codes = new BigInt64Array(groups);
-    const codesTensor = new ort.Tensor('int64', codes, [1, groups]);
+    const codes = this.codes;
     let frames = 0;
     while (frames < request.maxFrames) {
       if (aborted()) return { frames, reason: 'aborted' };
       const first = firstCode.sample(state.logits, frames, rng);
       if (first === config.ids.codecEos) return { frames, reason: 'eos' };
-      const frame = new Int32Array(groups);
-      frame[0] = first;
       codes.fill(0n);
       codes[0] = BigInt(first);
-      // Groups 1…15: the predictor reads the talker state and the codes so far; row g − 1 scores group g.
-      const hidden = new ort.Tensor(io.types.hidden, toFloatType(state.hidden, io.types.hidden), [1, this.hidden]);
-      for (let g = 1; g < groups; g++) {
-        // A frame is 15 predictor calls (most of its time): an abort need not wait for the whole frame.
-        if (aborted()) return { frames, reason: 'aborted' };
-        const out = (await this.predictor.run({ [io.hidden]: hidden, [io.codes]: codesTensor }))[io.logits]!;
-        const logits = readFloats(out.type, out.data, (g - 1) * predictorVocab, g * predictorVocab);
-        const code = groupSampler.sample(logits, predictorVocab, config.predictor, rng);
-        frame[g] = code;
-        codes[g] = BigInt(code);
-      }
+      // Groups 1…15 (most of a frame's time): the predictor reads the talker state and the codes so far.
+      if (!(await this.predictor.frame(state.hidden, draw, aborted))) return { frames, reason: 'aborted' };
+      const frame = Int32Array.from(codes, Number);
       onFrame(frame);
       frames++;
       if (frames >= request.maxFrames) break;

@@ -13,6 +13,9 @@ import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from 
 import type { GraphPaths } from './generator.js';
 import { Qwen3TtsRuntime } from './runtime.js';
 import { GeneratorWorker } from './worker-client.js';
+import { graphFile, GRAPHS } from './files.js';
+import { preparedFiles } from './prepared/prepare.js';
+import { PREPARED_PLAN } from './prepared/open-prepared.js';
 
 /**
  * Loads a Qwen3-TTS export in the onnx-community layout: the graphs
@@ -24,7 +27,6 @@ import { GeneratorWorker } from './worker-client.js';
  * same files).
  */
 
-const GRAPHS = ['text_embed', 'codec_embed', 'talker_cache', 'code_predictor', 'residual_embed', 'tok_decoder'] as const;
 const CLONE_GRAPHS = ['tok_encoder', 'speaker_encoder'] as const;
 
 async function readJson<T>(file: string | undefined, role: string, id: string): Promise<T> {
@@ -34,14 +36,6 @@ async function readJson<T>(file: string | undefined, role: string, id: string): 
   } catch (error) {
     throw new ModelLoadError(`Qwen3-TTS model '${id}': cannot read ${path.basename(file)}: ${(error as Error).message}`);
   }
-}
-
-/** A graph's file: its role, else `<graph>.onnx` beside the other graphs (a directory registered with fewer roles). */
-function graphFile(files: Record<string, string>, graph: string): string | undefined {
-  if (files[graph]) return files[graph];
-  const sibling = GRAPHS.map((g) => files[g]).find((f) => f !== undefined);
-  const guess = sibling && path.join(path.dirname(sibling), `${graph}.onnx`);
-  return guess && existsSync(guess) ? guess : undefined;
 }
 
 /** speech_tokenizer/config.json: its role, else where the Qwen repositories keep it beside config.json. */
@@ -94,6 +88,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
       threads,
       referenceSamplesPerFrame: codec.encoderSamplesPerFrame,
       config,
+      graphs: { ...PREPARED_PLAN, files: await preparedFiles(files) },
       tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
     }),
     OnnxSession.create(decoderFile!, { threads }),
@@ -119,7 +114,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   const sizes = await Promise.all(Object.values(paths).map(async (f) => (await stat(f)).size));
   // ORT holds the weights plus working buffers and the KV cache: about twice the graphs.
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
-  options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms`);
+  options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms${generator.value.graphNotes ? `; ${generator.value.graphNotes}` : ''}`);
   const defaultSpeaker = installed.entry.defaults.default_speaker;
   const queue = new JobQueue(options.maxQueue ?? 16, `Speech synthesis model '${id}'`);
   return new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, queue, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);

@@ -25,20 +25,25 @@ export class GeneratorError extends Error {
 }
 
 export class GeneratorWorker {
-  private constructor(private readonly worker: WorkerCalls) {}
+  private constructor(
+    private readonly worker: WorkerCalls,
+    /** Which talker and code predictor graphs the worker runs, and why (the load line). */
+    readonly graphNotes: string,
+  ) {}
 
   static async start(init: GeneratorInit): Promise<GeneratorWorker> {
     const worker = new WorkerCalls(startModuleWorker(new URL('./worker.js', import.meta.url)), {
       exited: 'the Qwen3-TTS generator worker exited',
       error: (message, param) => new GeneratorError(message, param),
     });
+    let ready: { graphNotes: string };
     try {
-      await worker.call({ type: 'init', init });
+      ready = await worker.call<{ graphNotes: string }>({ type: 'init', init });
     } catch (error) {
       await worker.terminate();
       throw error;
     }
-    return new GeneratorWorker(worker);
+    return new GeneratorWorker(worker, ready.graphNotes);
   }
 
   /** x-vector (and codes, for in-context cloning) of a 24 kHz reference voice. */

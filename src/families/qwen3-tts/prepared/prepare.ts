@@ -1,0 +1,92 @@
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import onnxProto from 'onnx-proto';
+import type { Preparer } from '../../../core/loader.js';
+import { MANIFEST, type InstalledModel, type Manifest, type ModelStore } from '../../../core/store.js';
+import { writeFileWhole } from '../../../core/write-whole.js';
+import { machineThreads } from '../../../runtimes/onnx/threads.js';
+import { parseTtsConfig, type ModelConfigJson } from '../config.js';
+import { graphFile } from '../files.js';
+import { seconds, type PreparedFile } from './open-prepared.js';
+import { fileSha256, prepareCodePredictor } from './prepare-predictor.js';
+import { UnpreparableGraph } from './predictor-weights.js';
+import { talkerWithInt8Activations } from './talker-int8.js';
+
+/**
+ * Work done once when a Qwen3-TTS model is installed (`lserve pull`, or
+ * `lserve pull <id>` again for one pulled before): the KV-cached code
+ * predictor built from the published graph (prepare-predictor.ts) and, for
+ * 4-bit exports, the talker on int8 activations (talker-int8.ts), written
+ * under `<model dir>/prepared/` and recorded in the manifest as
+ * `<graph>_prepared`, with `prepared_sources` naming the published graphs
+ * (SHA-256) they were built from. The loader prefers them while those
+ * match, and prepares in memory otherwise. A predictor no cached graph can
+ * be built from is said so here and runs as published.
+ */
+
+export const PREPARED_ROLES = { code_predictor: 'code_predictor_prepared', talker_cache: 'talker_cache_prepared', sources: 'prepared_sources' } as const;
+
+/** The prepared graphs recorded for a model, with the sources they were built from. */
+export async function preparedFiles(files: Record<string, string>): Promise<{ code_predictor?: PreparedFile; talker_cache?: PreparedFile }> {
+  const sources = files[PREPARED_ROLES.sources];
+  if (!sources) return {};
+  let shas: Record<string, string>;
+  try {
+    shas = JSON.parse(await readFile(sources, 'utf8')) as Record<string, string>;
+  } catch {
+    return {};
+  }
+  const entry = (graph: 'code_predictor' | 'talker_cache') => {
+    const file = files[PREPARED_ROLES[graph]];
+    return file && typeof shas[graph] === 'string' ? { file, source: shas[graph] } : undefined;
+  };
+  return { code_predictor: entry('code_predictor'), talker_cache: entry('talker_cache') };
+}
+
+async function prepare(store: ModelStore, installed: InstalledModel, say: (line: string) => void = () => {}): Promise<InstalledModel> {
+  const predictor = graphFile(installed.files, 'code_predictor');
+  const talker = graphFile(installed.files, 'talker_cache');
+  if (!predictor || !talker || !installed.files.config) return installed;
+  const config = parseTtsConfig(JSON.parse(await readFile(installed.files.config, 'utf8')) as ModelConfigJson, {});
+  const dir = store.modelDir(installed.id);
+  await mkdir(path.join(dir, 'prepared'), { recursive: true });
+  const recorded: Manifest['files'] = {};
+  const sources: Record<string, string> = {};
+  const write = async (graph: 'code_predictor' | 'talker_cache', bytes: Uint8Array, source: string) => {
+    const name = path.posix.join('prepared', `${graph}.onnx`);
+    await writeFileWhole(path.join(dir, name), bytes);
+    recorded[PREPARED_ROLES[graph]] = { name, size: bytes.byteLength };
+    sources[graph] = source;
+  };
+  say(`Preparing ${installed.id}'s talker and code predictor for the CPU (once):`);
+  let started = Date.now();
+  try {
+    const prepared = await prepareCodePredictor(predictor, config.predictorDims, config.groups, machineThreads(0));
+    await write('code_predictor', prepared.model, prepared.source);
+    const agreement = `logits within ${prepared.difference.exact.toExponential(1)} of the published graph's`;
+    const int8 = prepared.quantized ? `, ${(prepared.difference.prepared * 100).toFixed(2)} % with int8 activations` : '';
+    say(`  code_predictor: KV-cached, one new row and one head a call (${agreement}${int8}; ${seconds(started)})`);
+  } catch (error) {
+    if (!(error instanceof UnpreparableGraph)) throw error;
+    say(`  code_predictor: kept as published, no KV-cached one can be built from it (${error.message})`);
+  }
+  started = Date.now();
+  const int8Talker = await talkerWithInt8Activations(talker);
+  if (int8Talker) {
+    await write('talker_cache', onnxProto.onnx.ModelProto.encode(int8Talker).finish(), await fileSha256(talker));
+    say(`  talker_cache: 4-bit layers on int8 activations (${seconds(started)})`);
+  }
+  if (!Object.keys(recorded).length) return installed;
+  const sourcesName = path.posix.join('prepared', 'sources.json');
+  const sourcesJson = `${JSON.stringify(sources, null, 2)}\n`;
+  await writeFileWhole(path.join(dir, sourcesName), sourcesJson);
+  recorded[PREPARED_ROLES.sources] = { name: sourcesName, size: Buffer.byteLength(sourcesJson) };
+  const manifest = JSON.parse(await readFile(path.join(dir, MANIFEST), 'utf8')) as Manifest;
+  // Roles of an earlier preparation that this one did not write go (a talker no longer rewritten, say).
+  for (const role of Object.values(PREPARED_ROLES)) delete manifest.files[role];
+  Object.assign(manifest.files, recorded);
+  await store.writeManifest(installed.id, manifest);
+  return (await store.resolve(installed.id)) ?? installed;
+}
+
+export const qwen3TtsPreparer: Preparer = { prepare };

@@ -4,8 +4,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAudio } from '../../src/audio/decode.js';
 import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
-import { tinyQwen3TtsModel } from '../fixtures/onnx/qwen3-tts.js';
+import { fileURLToPath } from 'node:url';
+import { TINY_QWEN3_TTS_INT4, tinyQwen3TtsModel, writeQwen3TtsModel } from '../fixtures/onnx/qwen3-tts.js';
 import { runCli } from '../helpers/cli.js';
+import { Catalog, DEFAULT_CATALOG_PATH } from '../../src/core/catalog.js';
+import { ModelStore } from '../../src/core/store.js';
+import { qwen3TtsLoader } from '../../src/families/qwen3-tts/index.js';
 
 /**
  * `lserve speak` as a user runs it: the synthetic Piper voice and Qwen3-TTS
@@ -90,3 +94,28 @@ describe('lserve speak', () => {
     expect(voice.stderr).toMatch(/Speakers: lessac/);
   }, 60_000);
 });
+
+describe('lserve pull of a Qwen3-TTS export', () => {
+  it('prepares the KV-cached code predictor and, for 4-bit layers, the talker on int8 activations, once; the loader uses them', async () => {
+    const dir = await writeQwen3TtsModel(fileURLToPath(new URL('../.cache/qwen3-tts-customvoice-int4', import.meta.url)), 'customvoice', TINY_QWEN3_TTS_INT4);
+    const pulled = await runCli(['pull', dir, '--kind', 'tts', '--id', 'int4-test'], { env });
+    expect(pulled.code, pulled.stderr).toBe(0);
+    expect(pulled.stdout).toMatch(/code_predictor: KV-cached, one new row and one head a call \(logits within \S+ of the published graph's; int8 activations: logits within [\d.]+ %, draws [\d.]+ % apart;/);
+    expect(pulled.stdout).toMatch(/talker_cache: 4-bit layers on int8 activations/);
+    const store = new ModelStore(home, Catalog.load(fileURLToPath(DEFAULT_CATALOG_PATH)));
+    const installed = (await store.resolve('int4-test'))!;
+    expect(Object.keys(installed.files)).toEqual(expect.arrayContaining(['code_predictor_prepared', 'talker_cache_prepared', 'prepared_sources']));
+    expect((await stat(installed.files.code_predictor_prepared!)).size).toBeGreaterThan(0);
+
+    const lines: string[] = [];
+    const runtime = await qwen3TtsLoader.load(installed, { threads: 1, log: (line) => lines.push(line) });
+    await runtime.dispose();
+    expect(lines.join('\n')).toMatch(/the talker on int8 activations prepared at pull; the KV-cached code predictor prepared at pull/);
+
+    const out = path.join(home, 'int4.wav');
+    const spoken = await runCli(['speak', 'Hello there, this is a test.', '-m', 'int4-test', '-o', out], { env });
+    expect(spoken.code, spoken.stderr).toBe(0);
+    expect((await decodeAudio(await readFile(out), { sampleRate: 24_000 })).duration).toBeGreaterThan(0.5);
+  }, 120_000);
+});
+

@@ -63,7 +63,7 @@ export async function openPredictor(published: string, plan: GraphPlan, config: 
   }
   const started = Date.now();
   try {
-    const prepared = await prepareCodePredictor(published, config.predictorDims, config.groups, threads, plan.int8);
+    const prepared = await prepareCodePredictor(published, config.predictorDims, config.groups, threads, config.predictor, plan.int8);
     const session = await ort.InferenceSession.create(prepared.model, options);
     return { session, cachedLayers: cachedLayers(session), note: `${stale}the KV-cached code predictor, prepared in memory in ${seconds(started)} (\`lserve pull\` the model again to keep it)` };
   } catch (error) {

@@ -10,6 +10,7 @@ import { floatsToHalves } from '../../../runtimes/onnx/float16.js';
 import { buildCachedPredictor, CACHED_IO, type PredictorDims } from './predictor-graph.js';
 import { readPredictorWeights, UnpreparableGraph } from './predictor-weights.js';
 import { inlineExternalData } from './inline-external.js';
+import type { Sampling } from '../config.js';
 
 /**
  * Preparing the KV-cached code predictor from a published code_predictor
@@ -33,13 +34,19 @@ export interface PreparedPredictor {
   model: Uint8Array;
   /** The published graph's SHA-256. */
   source: string;
-  /** Largest |Δ logit| ÷ largest |logit| of the probe frame: at the export's accuracy level, and as prepared. */
-  difference: { exact: number; prepared: number };
+  /**
+   * Largest |Δ logit| ÷ largest |logit| of the probe frame, at the export's
+   * accuracy level and as prepared; and as prepared, the mean total variation
+   * distance between the groups' sampling distributions (the config's
+   * temperature and top-k): the share of draws with the same random number
+   * that can come out otherwise.
+   */
+  difference: { exact: number; prepared: number; sampling: number };
   /** Whether the weights are 4-bit (MatMulNBits); the accuracy level applies to them only. */
   quantized: boolean;
 }
 
-export async function prepareCodePredictor(source: string, dims: PredictorDims, groups: number, threads: number, int8 = true): Promise<PreparedPredictor> {
+export async function prepareCodePredictor(source: string, dims: PredictorDims, groups: number, threads: number, sampling: Pick<Sampling, 'temperature' | 'topK'>, int8 = true): Promise<PreparedPredictor> {
   const [bytes, sha] = await Promise.all([readFile(source), fileSha256(source)]);
   const published = onnx.ModelProto.decode(bytes);
   await inlineExternalData(published, path.dirname(source));
@@ -55,11 +62,14 @@ export async function prepareCodePredictor(source: string, dims: PredictorDims, 
     const [reference, cached] = [sessions[0], sessions[1]];
     const probe = probeInputs(reference, groups);
     const expected = await publishedLogits(reference, probe);
-    const difference = { exact: relativeDifference(expected, await cachedLogits(cached, probe, dims, weights.layers.length, groups)), prepared: 0 };
+    const exactLogits = await cachedLogits(cached, probe, dims, weights.layers.length, groups);
+    const difference = { exact: relativeDifference(expected, exactLogits), prepared: 0, sampling: 0 };
     if (!(difference.exact <= CHECK_TOLERANCE)) {
       throw new UnpreparableGraph(`the cached predictor does not reproduce the published graph (largest logit difference ${difference.exact.toExponential(2)} of the largest logit)`);
     }
-    difference.prepared = prepared === cached ? difference.exact : relativeDifference(expected, await cachedLogits(prepared, probe, dims, weights.layers.length, groups));
+    const preparedLogits = prepared === cached ? exactLogits : await cachedLogits(prepared, probe, dims, weights.layers.length, groups);
+    difference.prepared = relativeDifference(expected, preparedLogits);
+    difference.sampling = samplingDistance(expected, preparedLogits, groups - 1, sampling);
     return { model, source: sha, difference, quantized };
   } finally {
     await Promise.all([...sessions, prepared].filter((s, i, all) => all.indexOf(s) === i).map((s) => s.release()));
@@ -121,6 +131,26 @@ async function cachedLogits(session: ort.InferenceSession, probe: Probe, dims: P
   const all = new Float32Array(rows.reduce((n, r) => n + r.length, 0));
   rows.reduce((offset, r) => (all.set(r, offset), offset + r.length), 0);
   return all;
+}
+
+/** Mean over `rows` of the total variation distance between softmax(top-k(logits) / T) of `a` and of `b`. */
+function samplingDistance(a: Float32Array, b: Float32Array, rows: number, { temperature, topK }: Pick<Sampling, 'temperature' | 'topK'>): number {
+  const vocab = a.length / rows;
+  const distribution = (logits: Float32Array) => {
+    const k = topK > 0 ? Math.min(topK, vocab) : vocab;
+    const threshold = [...logits].sort((x, y) => y - x)[k - 1]!;
+    const max = Math.max(...logits);
+    const p = logits.map((x) => (x >= threshold ? Math.exp((x - max) / Math.max(temperature, 1e-6)) : 0));
+    const sum = p.reduce((s, x) => s + x, 0);
+    return p.map((x) => x / sum);
+  };
+  let total = 0;
+  for (let r = 0; r < rows; r++) {
+    const p = distribution(a.subarray(r * vocab, (r + 1) * vocab));
+    const q = distribution(b.subarray(r * vocab, (r + 1) * vocab));
+    total += 0.5 * p.reduce((s, x, i) => s + Math.abs(x - q[i]!), 0);
+  }
+  return total / rows;
 }
 
 function relativeDifference(expected: Float32Array, actual: Float32Array): number {

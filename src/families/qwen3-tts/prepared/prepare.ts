@@ -5,7 +5,7 @@ import type { Preparer } from '../../../core/loader.js';
 import { MANIFEST, type InstalledModel, type Manifest, type ModelStore } from '../../../core/store.js';
 import { writeFileWhole } from '../../../core/write-whole.js';
 import { machineThreads } from '../../../runtimes/onnx/threads.js';
-import { parseTtsConfig, type ModelConfigJson } from '../config.js';
+import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from '../config.js';
 import { graphFile } from '../files.js';
 import { seconds, type PreparedFile } from './open-prepared.js';
 import { fileSha256, prepareCodePredictor } from './prepare-predictor.js';
@@ -47,7 +47,8 @@ async function prepare(store: ModelStore, installed: InstalledModel, say: (line:
   const predictor = graphFile(installed.files, 'code_predictor');
   const talker = graphFile(installed.files, 'talker_cache');
   if (!predictor || !talker || !installed.files.config) return installed;
-  const config = parseTtsConfig(JSON.parse(await readFile(installed.files.config, 'utf8')) as ModelConfigJson, {});
+  const json = async <T>(file: string | undefined) => (file ? (JSON.parse(await readFile(file, 'utf8')) as T) : ({} as T));
+  const config = parseTtsConfig(await json<ModelConfigJson>(installed.files.config), await json<GenerationConfigJson>(installed.files.generation_config));
   const dir = store.modelDir(installed.id);
   await mkdir(path.join(dir, 'prepared'), { recursive: true });
   const recorded: Manifest['files'] = {};
@@ -61,10 +62,11 @@ async function prepare(store: ModelStore, installed: InstalledModel, say: (line:
   say(`Preparing ${installed.id}'s talker and code predictor for the CPU (once):`);
   let started = Date.now();
   try {
-    const prepared = await prepareCodePredictor(predictor, config.predictorDims, config.groups, machineThreads(0));
+    const prepared = await prepareCodePredictor(predictor, config.predictorDims, config.groups, machineThreads(0), config.predictor);
     await write('code_predictor', prepared.model, prepared.source);
     const agreement = `logits within ${prepared.difference.exact.toExponential(1)} of the published graph's`;
-    const int8 = prepared.quantized ? `, ${(prepared.difference.prepared * 100).toFixed(2)} % with int8 activations` : '';
+    const { prepared: moved, sampling } = prepared.difference;
+    const int8 = prepared.quantized ? `; int8 activations: logits within ${(moved * 100).toFixed(2)} %, draws ${(sampling * 100).toFixed(2)} % apart` : '';
     say(`  code_predictor: KV-cached, one new row and one head a call (${agreement}${int8}; ${seconds(started)})`);
   } catch (error) {
     if (!(error instanceof UnpreparableGraph)) throw error;

@@ -1,10 +1,12 @@
 import { createRequire } from 'node:module';
 import type * as Ort from 'onnxruntime-node';
-import { STREAMING_BLOCKS } from '../../src/families/qwen3-tts/codec.js';
+import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks } from '../../src/families/qwen3-tts/codec.js';
+import { CachedPredictor, PublishedPredictor } from '../../src/families/qwen3-tts/code-predictor.js';
 import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
-import { ortSessionOptions } from '../../src/runtimes/onnx/session.js';
+import { openPredictor, openTalker } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
+import { OnnxSession, ortSessionOptions } from '../../src/runtimes/onnx/session.js';
 import { QWEN3_TTS_0_6B, talkerPastName } from '../../test/fixtures/onnx/qwen3-tts.js';
-import type { BenchModel } from './model.js';
+import { benchConfig, GRAPH_PLANS, type BenchModel, type Graphs } from './model.js';
 
 const ort = createRequire(import.meta.url)('onnxruntime-node') as typeof Ort;
 const FPS = 12.5;
@@ -61,28 +63,51 @@ async function timeIt(runs: number, fn: () => Promise<unknown>): Promise<number>
 
 export interface Parts {
   threads: number;
-  /** Whether ORT's intra-op threads spin between ops and runs (the runtime's sessions never do). */
-  spinning: boolean;
   /** ms, each a median. */
   prefill: number;
   step: number;
-  call: number;
+  /** The predictor's 15 calls of a frame, drawing each group's code from its logits. */
+  predictor: number;
   embed: number;
+  /** One tok_decoder call, and the calls a sentence of `frames` frames takes at the shipped block schedule. */
+  decodeCall: number;
+  decodeCalls: number;
+  /** decodeCall × decodeCalls ÷ frames. */
+  decoder: number;
+  /** step + predictor + embed + decoder. */
   frame: number;
 }
 
+/** tok_decoder calls for a sentence of `frames` frames cut into blocks as the runtime cuts them (STREAMING_BLOCKS). */
+function decoderCalls(frames: number, maxBlock: number): number {
+  const blocks = new StreamingBlocks(STREAMING_BLOCKS, maxBlock);
+  let calls = 0;
+  for (let f = 0; f < frames; f++) {
+    blocks.push(new Int32Array(0));
+    while (blocks.take(false)) calls++;
+  }
+  while (blocks.take(true)) calls++;
+  return calls;
+}
+
+const argmax = (logits: Float32Array) => logits.reduce((best, x, i) => (x > logits[best]! ? i : best), 0);
+
 /**
- * The parts of one frame, called in this thread on sessions made as the
- * generator worker makes them (`threads` intra-op threads; with `spinning`,
- * ORT's idle threads spin instead of sleeping): a talker prefill
- * of `prompt` rows, a cached step after it, one code-predictor call, one
- * residual embedding.
+ * The parts of one frame, called in this thread on the sessions the
+ * generator worker opens for `graphs` (open-prepared.ts, `threads` intra-op
+ * threads): a talker prefill of `prompt` rows, a cached step after it, the
+ * code predictor's whole frame (15 calls: the published graph's, or the
+ * cached one's through CachedPredictor, as the generator runs them), one
+ * residual embedding; and the decoder as the runtime runs it (its own
+ * worker): one call, counted as many times a frame as a sentence of `frames`
+ * frames calls it.
  */
-export async function frameParts(model: BenchModel, threads: number, spinning = false, prompt = 24): Promise<Parts> {
+export async function frameParts(model: BenchModel, graphs: Graphs, threads: number, frames: number, prompt = 24): Promise<Parts> {
   const s = QWEN3_TTS_0_6B.talker;
   const options = ortSessionOptions({ threads });
-  if (spinning) options.extra.session.intra_op.allow_spinning = '1';
-  const talker = await ort.InferenceSession.create(model.files.talker_cache!, options);
+  const plan = GRAPH_PLANS[graphs];
+  const { config, codec } = await benchConfig(model);
+  const { session: talker } = await openTalker(model.files.talker_cache!, plan, options);
   const feeds = (rows: number, past: number, cache?: Record<string, Ort.Tensor>) => {
     const out: Record<string, Ort.Tensor> = {
       inputs_embeds: new ort.Tensor('float32', new Float32Array(rows * s.hidden).fill(0.01), [1, rows, s.hidden]),
@@ -101,14 +126,22 @@ export async function frameParts(model: BenchModel, threads: number, spinning = 
   const step = await timeIt(7, () => talker.run(feeds(1, prompt, cache)));
   await talker.release();
 
-  const predictor = await ort.InferenceSession.create(model.files.code_predictor!, options);
-  const hidden = new ort.Tensor('float32', new Float32Array(s.hidden).fill(0.01), [1, s.hidden]);
-  const codes = new ort.Tensor('int64', new BigInt64Array(16), [1, 16]);
-  const call = await timeIt(15, () => predictor.run({ talker_hidden: hidden, codec_ids: codes }));
-  await predictor.release();
+  const opened = await openPredictor(model.files.code_predictor!, plan, config, options, threads);
+  const codes = new BigInt64Array(config.groups);
+  const predictor = opened.cachedLayers ? new CachedPredictor(opened.session, s.hidden, codes, opened.cachedLayers) : new PublishedPredictor(opened.session, s.hidden, codes);
+  const hidden = new Float32Array(s.hidden).fill(0.01);
+  const predictorFrame = await timeIt(5, () => predictor.frame(hidden, argmax, () => false));
+  await opened.session.release();
 
   const residual = await ort.InferenceSession.create(model.files.residual_embed!, options);
-  const embed = await timeIt(10, () => residual.run({ codec_ids: codes }));
+  const embed = await timeIt(10, () => residual.run({ codec_ids: new ort.Tensor('int64', codes, [1, config.groups]) }));
   await residual.release();
-  return { threads, spinning, prefill, step, call, embed, frame: step + 15 * call + embed };
+
+  const decoder = new CodecDecoder(await OnnxSession.create(model.files.tok_decoder!, { threads }), config.groups, codec);
+  const silence = Array.from({ length: decoder.callFrames }, () => new Int32Array(config.groups));
+  const decodeCall = await timeIt(2, () => decoder.decode(silence, 0, STREAMING_BLOCKS.first));
+  await decoder.release();
+  const decodeCalls = decoderCalls(frames, decoder.maxBlock);
+  const perFrame = (decodeCall * decodeCalls) / frames;
+  return { threads, prefill, step, predictor: predictorFrame, embed, decodeCall, decodeCalls, decoder: perFrame, frame: step + predictorFrame + embed + perFrame };
 }

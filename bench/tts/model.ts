@@ -2,16 +2,18 @@ import { statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
 import { CodecDecoder } from '../../src/families/qwen3-tts/codec.js';
-import { parseCodecConfig, type SpeechTokenizerConfigJson } from '../../src/families/qwen3-tts/codec-config.js';
-import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from '../../src/families/qwen3-tts/config.js';
+import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } from '../../src/families/qwen3-tts/codec-config.js';
+import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson, type TtsConfig } from '../../src/families/qwen3-tts/config.js';
 import type { GraphPaths } from '../../src/families/qwen3-tts/generator.js';
+import { PREPARED_PLAN, type GraphPlan } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
+import { preparedFiles } from '../../src/families/qwen3-tts/prepared/prepare.js';
 import { Qwen3TtsRuntime as Runtime } from '../../src/families/qwen3-tts/runtime.js';
 import { GeneratorWorker } from '../../src/families/qwen3-tts/worker-client.js';
 import { JobQueue } from '../../src/core/job-queue.js';
 import { OnnxSession } from '../../src/runtimes/onnx/session.js';
-import type { InstalledModel } from '../../src/core/store.js';
+import { machineThreads } from '../../src/runtimes/onnx/threads.js';
 import { QWEN3_TTS_0_6B, qwen3TtsFiles, writeQwen3TtsModel, type Qwen3TtsShape } from '../../test/fixtures/onnx/qwen3-tts.js';
 import type { TransformerShape } from '../../test/fixtures/onnx/qwen3-tts/graph.js';
 import type { Int4Weights } from '../../test/fixtures/onnx/qwen3-tts/int4.js';
@@ -50,18 +52,35 @@ function layerParams(s: TransformerShape): number {
 
 /**
  * Weight bytes a frame reads: one talker step (every layer and the codec
- * head) and 15 predictor calls (every layer and all 15 heads each call: the
- * export scores every group per call). Embedding tables are gathered row by
- * row and left out.
+ * head) and 15 predictor calls, each through every layer; the published
+ * predictor also runs all 15 heads each call (it scores every group), the
+ * cached one the head of the group it draws. Embedding tables are gathered
+ * row by row and left out.
  */
-export function weightBytes(variant: Variant): { talker: number; predictor: number; frame: number } {
+export function weightBytes(variant: Variant, graphs: Graphs): { talker: number; predictor: number; frame: number } {
   const shape = variantShape(variant);
   const int4 = shape.int4;
   const perWeight = int4 ? 0.5 + 4 / int4.blockSize : 4; // nibble + its share of a float scale
   const talker = (shape.talker.layers * layerParams(shape.talker) + shape.talker.hidden * 3072) * perWeight;
-  const predictor = (shape.predictor.layers * layerParams(shape.predictor) + 15 * shape.predictor.hidden * 2048) * perWeight;
-  return { talker, predictor, frame: talker + 15 * predictor };
+  const layers = shape.predictor.layers * layerParams(shape.predictor) * perWeight;
+  const head = shape.predictor.hidden * 2048 * perWeight;
+  const predictor = 15 * layers + (graphs === 'published' ? 15 * 15 : 15) * head;
+  return { talker, predictor, frame: talker + predictor };
 }
+
+/**
+ * The talker and code predictor graphs compared: 'prepared' is what the
+ * server runs (PREPARED_PLAN: the KV-cached predictor and, for 4-bit
+ * weights, int8 activations; a bench model is never pulled, so they are
+ * prepared in memory at load), 'published' the export's graphs as shipped.
+ */
+export const GRAPH_PLANS = {
+  published: { predictor: 'published', int8: false },
+  prepared: PREPARED_PLAN,
+} satisfies Record<string, GraphPlan>;
+export type Graphs = keyof typeof GRAPH_PLANS;
+
+export const isGraphs = (name: string): name is Graphs => name in GRAPH_PLANS;
 
 export interface BenchModel {
   dir: string;
@@ -79,28 +98,41 @@ export async function writeBenchModel(variant: Variant): Promise<BenchModel> {
   return { dir, files, sizeBytes, writeSeconds: (performance.now() - started) / 1000 };
 }
 
-/** The runtime as the server loads it (qwen3TtsLoader). */
-export function loadRuntime(model: BenchModel, threads: number): Promise<Qwen3TtsRuntime> {
-  const installed: InstalledModel = {
-    id: 'qwen3-tts-bench',
-    entry: { id: 'qwen3-tts-bench', kind: 'tts', backend: 'onnx', description: 'bench', aliases: [], owned_by: 'bench', license: 'apache-2.0', files: {}, defaults: {} },
-    source: 'local',
-    files: model.files,
-    sizeBytes: model.sizeBytes,
-  };
-  return qwen3TtsLoader.load(installed, { threads });
+const json = async <T>(file: string) => JSON.parse(await readFile(file, 'utf8')) as T;
+
+export async function benchConfig(model: BenchModel): Promise<{ config: TtsConfig; codec: CodecConfig }> {
+  const { files } = model;
+  const config = parseTtsConfig(await json<ModelConfigJson>(files.config!), await json<GenerationConfigJson>(files.generation_config!));
+  return { config, codec: parseCodecConfig(await json<SpeechTokenizerConfigJson>(files.speech_tokenizer_config!)) };
 }
 
-/** The same runtime assembled from its parts, with the decoder's worker given its own thread count. */
-export async function loadRuntimeSplit(model: BenchModel, threads: number, decoderThreads: number): Promise<Qwen3TtsRuntime> {
+export interface LoadedRuntime {
+  runtime: Qwen3TtsRuntime;
+  /** Which talker and code predictor run, and how long their preparation took (what the loader's load line says). */
+  graphNotes: string;
+}
+
+/**
+ * The runtime assembled from the parts qwen3TtsLoader assembles, as it does
+ * (its thread plan, the prepared files of an `lserve pull` looked up the same
+ * way), but for the graph plan, which the loader does not let one choose, and
+ * the decoder's worker, given `decoderThreads` (the plan: the loop's own).
+ */
+export async function loadRuntime(model: BenchModel, graphs: Graphs, threads: number, decoderThreads = machineThreads(threads)): Promise<LoadedRuntime> {
   const { files } = model;
-  const json = async <T>(file: string) => JSON.parse(await readFile(file, 'utf8')) as T;
-  const config = parseTtsConfig(await json<ModelConfigJson>(files.config!), await json<GenerationConfigJson>(files.generation_config!));
+  const { config, codec } = await benchConfig(model);
   const paths = Object.fromEntries(['text_embed', 'codec_embed', 'talker_cache', 'code_predictor', 'residual_embed'].map((g) => [g, files[g]!])) as unknown as GraphPaths;
-  const codec = parseCodecConfig(await json<SpeechTokenizerConfigJson>(files.speech_tokenizer_config!));
   const [generator, decoder] = await Promise.all([
-    GeneratorWorker.start({ paths, threads, config, referenceSamplesPerFrame: codec.encoderSamplesPerFrame, tokenizer: { vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config } }),
+    GeneratorWorker.start({
+      paths,
+      threads: machineThreads(threads),
+      config,
+      referenceSamplesPerFrame: codec.encoderSamplesPerFrame,
+      graphs: { ...GRAPH_PLANS[graphs], files: await preparedFiles(files) },
+      tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
+    }),
     OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }),
   ]);
-  return new Runtime(generator, new CodecDecoder(decoder, config.groups, codec), config, 0, new JobQueue(1, 'Speech synthesis model (bench)'));
+  const runtime = new Runtime(generator, new CodecDecoder(decoder, config.groups, codec), config, 0, new JobQueue(1, 'Speech synthesis model (bench)'));
+  return { runtime, graphNotes: generator.graphNotes };
 }

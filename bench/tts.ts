@@ -8,8 +8,8 @@
  * weights, same run. Weights: 4-bit linear layers (MatMulNBits, as
  * cpu_int4/, accuracy_level unset) by default; fp32 (as cpu_fp32/) and int4
  * with accuracy_level 4 on request. Each (weights, graphs) pair runs in a
- * process of its own (for its peak memory): load (with the in-memory
- * preparation: a bench model is never pulled), one sentence through the
+ * process of its own (for its peak memory): load (the prepared graphs
+ * written beside the model once, as `lserve pull` does), one sentence through the
  * runtime as the server assembles it (time to first audio with first audio
  * blocks of 4, 2 and 1 frames, frames per second, real-time factor),
  * alternating run by run with the same runtime whose decoder's worker has
@@ -34,7 +34,7 @@ import { describeRun, fmt, frameParts, median, synthesize, type Parts, type Synt
 import { matmulRates } from './tts/matmul.js';
 import { STREAMING_BLOCKS } from '../src/families/qwen3-tts/codec.js';
 import { machineThreads } from '../src/runtimes/onnx/threads.js';
-import { isGraphs, isVariant, loadRuntime, variantDir, weightBytes, writeBenchModel, type Graphs, type LoadedRuntime, type Variant } from './tts/model.js';
+import { isGraphs, isVariant, loadRuntime, pulledGraphs, variantDir, weightBytes, writeBenchModel, type Graphs, type LoadedRuntime, type Variant } from './tts/model.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -200,7 +200,7 @@ function table(results: PairResult[]): void {
     if (results.every((r) => !Number.isFinite(row[1](r)))) continue;
     console.log([row[0].padEnd(44), ...columns.map(([, cell]) => cell(row).padStart(width))].join(''));
   }
-  console.log('\nPrepared graphs are prepared in memory at load (a bench model is never pulled): its load time and peak RSS include that. Graphs each pair ran:');
+  console.log('\nGraphs each pair ran (the prepared ones written once beside the model, as lserve pull writes them):');
   for (const r of results) console.log(`  ${r.variant} ${r.graphs}: ${r.graphNotes || 'as published'}`);
 }
 
@@ -224,6 +224,8 @@ async function main(): Promise<void> {
   const variants = [...new Set(all.map((p) => p.variant))];
   const cpu = os.cpus()[0]?.model ?? 'cpu';
   console.log(`lserve Qwen3-TTS benchmark: ${threads} threads, ${frames} frames per run, ${runs} runs, node ${process.version}, ${cpu} ×${os.availableParallelism()}, load average ${load()}`);
+  // Written here, not in a pair's process: its load time and peak RSS are those of a pulled model.
+  for (const pair of all) if (pair.graphs === 'prepared') await pulledGraphs(await writeBenchModel(pair.variant));
   const results: PairResult[] = [];
   for (const pair of all) results.push(await inChild(pair));
 

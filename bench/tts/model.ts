@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,8 +8,8 @@ import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } fr
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson, type TtsConfig } from '../../src/families/qwen3-tts/config.js';
 import type { GraphPaths } from '../../src/families/qwen3-tts/generator.js';
 import { PREPARED_PLAN, type GraphPlan } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
-import { preparedFiles } from '../../src/families/qwen3-tts/prepared/prepare.js';
-import { Qwen3TtsRuntime as Runtime } from '../../src/families/qwen3-tts/runtime.js';
+import { PREPARED_ROLES, preparedFiles, writePreparedGraphs } from '../../src/families/qwen3-tts/prepared/prepare.js';
+import { Qwen3TtsRuntime as Runtime, sharesCores } from '../../src/families/qwen3-tts/runtime.js';
 import { GeneratorWorker } from '../../src/families/qwen3-tts/worker-client.js';
 import { JobQueue } from '../../src/core/job-queue.js';
 import { OnnxSession } from '../../src/runtimes/onnx/session.js';
@@ -71,8 +71,9 @@ export function weightBytes(variant: Variant, graphs: Graphs): { talker: number;
 /**
  * The talker and code predictor graphs compared: 'prepared' is what the
  * server runs (PREPARED_PLAN: the KV-cached predictor and, for 4-bit
- * weights, int8 activations; a bench model is never pulled, so they are
- * prepared in memory at load), 'published' the export's graphs as shipped.
+ * weights, int8 activations, written beside the bench model once as
+ * `lserve pull` writes them: pulledGraphs), 'published' the export's graphs
+ * as shipped.
  */
 export const GRAPH_PLANS = {
   published: { predictor: 'published', int8: false },
@@ -106,6 +107,20 @@ export async function benchConfig(model: BenchModel): Promise<{ config: TtsConfi
   return { config, codec: parseCodecConfig(await json<SpeechTokenizerConfigJson>(files.speech_tokenizer_config!)) };
 }
 
+/**
+ * What `lserve pull` prepares for the model (writePreparedGraphs), written
+ * into its folder the first time and found there afterwards: the prepared
+ * roles with absolute paths.
+ */
+export async function pulledGraphs(model: BenchModel): Promise<Record<string, string>> {
+  const roles = Object.values(PREPARED_ROLES);
+  const found = Object.fromEntries(roles.map((role) => [role, path.join(model.dir, 'prepared', role === PREPARED_ROLES.sources ? 'sources.json' : `${role.replace(/_prepared$/, '')}.onnx`)]));
+  if (Object.values(found).every((file) => existsSync(file))) return found;
+  console.log('preparing the graphs once, as lserve pull does:');
+  const recorded = await writePreparedGraphs(model.files, model.dir, (line) => console.log(line));
+  return Object.fromEntries(Object.entries(recorded).map(([role, spec]) => [role, path.join(model.dir, spec.name)]));
+}
+
 export interface LoadedRuntime {
   runtime: Qwen3TtsRuntime;
   /** Which talker and code predictor run, and how long their preparation took (what the loader's load line says). */
@@ -119,7 +134,7 @@ export interface LoadedRuntime {
  * the decoder's worker, given `decoderThreads` (the plan: the loop's own).
  */
 export async function loadRuntime(model: BenchModel, graphs: Graphs, threads: number, decoderThreads = machineThreads(threads)): Promise<LoadedRuntime> {
-  const { files } = model;
+  const files = graphs === 'prepared' ? { ...model.files, ...(await pulledGraphs(model)) } : model.files;
   const { config, codec } = await benchConfig(model);
   const paths = Object.fromEntries(['text_embed', 'codec_embed', 'talker_cache', 'code_predictor', 'residual_embed'].map((g) => [g, files[g]!])) as unknown as GraphPaths;
   const [generator, decoder] = await Promise.all([
@@ -134,5 +149,6 @@ export async function loadRuntime(model: BenchModel, graphs: Graphs, threads: nu
     OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }),
   ]);
   const runtime = new Runtime(generator, new CodecDecoder(decoder, config.groups, codec), config, 0, new JobQueue(1, 'Speech synthesis model (bench)'));
+  runtime.holdForFirstBlock = sharesCores(machineThreads(threads), decoderThreads);
   return { runtime, graphNotes: generator.graphNotes };
 }

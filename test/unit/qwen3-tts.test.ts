@@ -262,6 +262,26 @@ describe('Qwen3-TTS synthesis', () => {
     }
   });
 
+  it('holding the loop while the first block decodes changes no sample; an abort while held stops at once', async () => {
+    const runtime = runtimes.customvoice;
+    const text = 'The first block is decoded alone, then the loop goes on.';
+    const free = await speak('customvoice', { text, seed: 5 });
+    runtime.holdForFirstBlock = true;
+    try {
+      const held = await speak('customvoice', { text, seed: 5 });
+      expect(held.frames).toBe(free.frames);
+      expect(held.samples).toEqual(free.samples);
+      // Aborted while the loop waits for the first block's decode: the worker sees the abort flag, and the next request runs.
+      const controller = new AbortController();
+      const reason = new Error('gone');
+      const pending = runtime.synthesize({ text, speed: 1, seed: 5 }, () => controller.abort(reason), controller.signal);
+      await expect(pending).rejects.toBe(reason);
+      expect((await speak('customvoice', { text, seed: 5 })).samples).toEqual(free.samples);
+    } finally {
+      runtime.holdForFirstBlock = false;
+    }
+  });
+
   it('stops promptly on abort, rejecting with the reason, and the next request runs', async () => {
     const text = Array.from({ length: 30 }, (_, i) => `word${i}`).join(' ');
     let started = performance.now();

@@ -11,7 +11,7 @@ import { CodecDecoder } from './codec.js';
 import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } from './codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from './config.js';
 import type { GraphPaths } from './generator.js';
-import { Qwen3TtsRuntime } from './runtime.js';
+import { Qwen3TtsRuntime, sharesCores } from './runtime.js';
 import { GeneratorWorker } from './worker-client.js';
 import { graphFile, GRAPHS } from './files.js';
 import { preparedFiles } from './prepared/prepare.js';
@@ -117,7 +117,9 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms${generator.value.graphNotes ? `; ${generator.value.graphNotes}` : ''}`);
   const defaultSpeaker = installed.entry.defaults.default_speaker;
   const queue = new JobQueue(options.maxQueue ?? 16, `Speech synthesis model '${id}'`);
-  return new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, queue, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
+  const runtime = new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, queue, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
+  runtime.holdForFirstBlock = sharesCores(threads, threads);
+  return runtime;
 }
 
 export const qwen3TtsLoader: Loader<Qwen3TtsRuntime> = { load };

@@ -24,6 +24,25 @@ export class GeneratorError extends Error {
   }
 }
 
+/**
+ * A pause the caller can put on the frame loop: the worker finishes the
+ * group it is computing, then waits until released (or aborted). Shared
+ * memory, so holding and releasing never wait for a message.
+ */
+export class LoopHold {
+  readonly buffer = new SharedArrayBuffer(4);
+  private readonly flag = new Int32Array(this.buffer);
+
+  hold(): void {
+    Atomics.store(this.flag, 0, 1);
+  }
+
+  release(): void {
+    Atomics.store(this.flag, 0, 0);
+    Atomics.notify(this.flag, 0);
+  }
+}
+
 export class GeneratorWorker {
   private constructor(
     private readonly worker: WorkerCalls,
@@ -56,7 +75,7 @@ export class GeneratorWorker {
    * On abort the loop stops at its next frame and the promise resolves with
    * reason 'aborted' (the caller decides what an abort means to its caller).
    */
-  async generate(request: GenerateRequest, onFrame: (codes: Int32Array) => void, signal: AbortSignal): Promise<{ frames: number; reason: StopReason }> {
+  async generate(request: GenerateRequest, onFrame: (codes: Int32Array) => void, signal: AbortSignal, hold?: LoopHold): Promise<{ frames: number; reason: StopReason }> {
     const abort = new SharedArrayBuffer(4);
     const flag = new Int32Array(abort);
     const stop = () => Atomics.store(flag, 0, 1);
@@ -69,7 +88,7 @@ export class GeneratorWorker {
       stop();
     });
     try {
-      const result = await this.worker.call<{ frames: number; reason: StopReason }, Int32Array>({ type: 'generate', request, abort }, [], (codes) => {
+      const result = await this.worker.call<{ frames: number; reason: StopReason }, Int32Array>({ type: 'generate', request, abort, hold: hold?.buffer }, [], (codes) => {
         if (!fault) frame(codes);
       });
       if (fault) throw fault.error;

@@ -12,7 +12,7 @@ import { PromptError } from './prompt.js';
 type Request =
   | { id: number; type: 'init'; init: GeneratorInit }
   | { id: number; type: 'reference'; samples: Float32Array; withCodes: boolean }
-  | { id: number; type: 'generate'; request: GenerateRequest; abort: SharedArrayBuffer }
+  | { id: number; type: 'generate'; request: GenerateRequest; abort: SharedArrayBuffer; hold?: SharedArrayBuffer }
   | { id: number; type: 'release' };
 
 const port = parentPort!;
@@ -34,11 +34,13 @@ port.on('message', async (message: Request) => {
       port.postMessage({ id, ok: true, result }, [result.xvector.buffer as ArrayBuffer, ...result.frames.map((f) => f.buffer as ArrayBuffer)]);
     } else if (message.type === 'generate') {
       const flag = new Int32Array(message.abort);
-      const result = await ready().generate(
-        message.request,
-        (codes) => port.postMessage({ id, update: codes }, [codes.buffer as ArrayBuffer]),
-        () => Atomics.load(flag, 0) !== 0,
-      );
+      const held = message.hold && new Int32Array(message.hold);
+      const aborted = () => {
+        // Held (LoopHold): wait, re-reading the abort flag every 20 ms.
+        while (held && Atomics.load(held, 0) === 1 && Atomics.load(flag, 0) === 0) Atomics.wait(held, 0, 1, 20);
+        return Atomics.load(flag, 0) !== 0;
+      };
+      const result = await ready().generate(message.request, (codes) => port.postMessage({ id, update: codes }, [codes.buffer as ArrayBuffer]), aborted);
       port.postMessage({ id, ok: true, result });
     } else if (message.type === 'release') {
       await generator?.release();

@@ -43,13 +43,17 @@ export async function preparedFiles(files: Record<string, string>): Promise<{ co
   return { code_predictor: entry('code_predictor'), talker_cache: entry('talker_cache') };
 }
 
-async function prepare(store: ModelStore, installed: InstalledModel, say: (line: string) => void = () => {}): Promise<InstalledModel> {
-  const predictor = graphFile(installed.files, 'code_predictor');
-  const talker = graphFile(installed.files, 'talker_cache');
-  if (!predictor || !talker || !installed.files.config) return installed;
+/**
+ * Writes the prepared graphs of the export whose files are `files` under
+ * `<dir>/prepared/`, saying what it did; the manifest entries of what it
+ * wrote (names relative to `dir`), none when there was nothing to prepare.
+ */
+export async function writePreparedGraphs(files: Record<string, string>, dir: string, say: (line: string) => void): Promise<Manifest['files']> {
+  const predictor = graphFile(files, 'code_predictor');
+  const talker = graphFile(files, 'talker_cache');
+  if (!predictor || !talker || !files.config) return {};
   const json = async <T>(file: string | undefined) => (file ? (JSON.parse(await readFile(file, 'utf8')) as T) : ({} as T));
-  const config = parseTtsConfig(await json<ModelConfigJson>(installed.files.config), await json<GenerationConfigJson>(installed.files.generation_config));
-  const dir = store.modelDir(installed.id);
+  const config = parseTtsConfig(await json<ModelConfigJson>(files.config), await json<GenerationConfigJson>(files.generation_config));
   await mkdir(path.join(dir, 'prepared'), { recursive: true });
   const recorded: Manifest['files'] = {};
   const sources: Record<string, string> = {};
@@ -59,7 +63,6 @@ async function prepare(store: ModelStore, installed: InstalledModel, say: (line:
     recorded[PREPARED_ROLES[graph]] = { name, size: bytes.byteLength };
     sources[graph] = source;
   };
-  say(`Preparing ${installed.id}'s talker and code predictor for the CPU (once):`);
   let started = Date.now();
   try {
     const prepared = await prepareCodePredictor(predictor, config.predictorDims, config.groups, machineThreads(0), config.predictor);
@@ -78,11 +81,20 @@ async function prepare(store: ModelStore, installed: InstalledModel, say: (line:
     await write('talker_cache', onnxProto.onnx.ModelProto.encode(int8Talker).finish(), await fileSha256(talker));
     say(`  talker_cache: 4-bit layers on int8 activations (${seconds(started)})`);
   }
-  if (!Object.keys(recorded).length) return installed;
+  if (!Object.keys(recorded).length) return recorded;
   const sourcesName = path.posix.join('prepared', 'sources.json');
   const sourcesJson = `${JSON.stringify(sources, null, 2)}\n`;
   await writeFileWhole(path.join(dir, sourcesName), sourcesJson);
   recorded[PREPARED_ROLES.sources] = { name: sourcesName, size: Buffer.byteLength(sourcesJson) };
+  return recorded;
+}
+
+async function prepare(store: ModelStore, installed: InstalledModel, say: (line: string) => void = () => {}): Promise<InstalledModel> {
+  if (!graphFile(installed.files, 'code_predictor') || !graphFile(installed.files, 'talker_cache')) return installed;
+  say(`Preparing ${installed.id}'s talker and code predictor for the CPU (once):`);
+  const dir = store.modelDir(installed.id);
+  const recorded = await writePreparedGraphs(installed.files, dir, say);
+  if (!Object.keys(recorded).length) return installed;
   const manifest = JSON.parse(await readFile(path.join(dir, MANIFEST), 'utf8')) as Manifest;
   // Roles of an earlier preparation that this one did not write go (a talker no longer rewritten, say).
   for (const role of Object.values(PREPARED_ROLES)) delete manifest.files[role];

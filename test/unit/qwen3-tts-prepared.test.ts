@@ -122,8 +122,9 @@ describe('the KV-cached code predictor', () => {
     expect(published!.notes).toMatch(/published code predictor/);
   });
 
-  it('gives the published logits within 1e-5 of the largest, in fp32 and with a talker wider than the predictor (1.7B)', async () => {
-    for (const [dir, variant] of [[dirs.customvoice, 'customvoice'], [dirs.wide, 'voicedesign']] as const) {
+  it('gives the published logits within 1e-5 of the largest: fp32, a float16 boundary, a talker wider than the predictor (1.7B)', async () => {
+    const fp16 = await tinyQwen3TtsModel('customvoice', 'fp16');
+    for (const [dir, variant] of [[dirs.customvoice, 'customvoice'], [fp16, 'customvoice'], [dirs.wide, 'voicedesign']] as const) {
       const config = parseTtsConfig(JSON.parse(await readFile(file(dir, variant, 'config'), 'utf8')), {});
       const prepared = await prepareCodePredictor(file(dir, variant, 'code_predictor'), config.predictorDims, 16, 1, config.predictor);
       expect(prepared.quantized).toBe(false);

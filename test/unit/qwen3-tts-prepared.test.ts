@@ -122,13 +122,14 @@ describe('the KV-cached code predictor', () => {
     expect(published!.notes).toMatch(/published code predictor/);
   });
 
-  it('gives the published logits within 1e-5 of the largest: fp32, a float16 boundary, a talker wider than the predictor (1.7B)', async () => {
+  it('gives the published logits within 1e-5 of the largest (a float16 boundary: within its rounding), and with a talker wider than the predictor (1.7B)', async () => {
     const fp16 = await tinyQwen3TtsModel('customvoice', 'fp16');
-    for (const [dir, variant] of [[dirs.customvoice, 'customvoice'], [fp16, 'customvoice'], [dirs.wide, 'voicedesign']] as const) {
+    // The fp16 export gives its logits as float16: half a unit in the last place is 2⁻¹¹ ≈ 4.9e-4 of a value.
+    for (const [dir, variant, tolerance] of [[dirs.customvoice, 'customvoice', 1e-5], [fp16, 'customvoice', 5e-4], [dirs.wide, 'voicedesign', 1e-5]] as const) {
       const config = parseTtsConfig(JSON.parse(await readFile(file(dir, variant, 'config'), 'utf8')), {});
       const prepared = await prepareCodePredictor(file(dir, variant, 'code_predictor'), config.predictorDims, 16, 1, config.predictor);
       expect(prepared.quantized).toBe(false);
-      expect(prepared.difference.exact).toBeLessThan(1e-5);
+      expect(prepared.difference.exact).toBeLessThan(tolerance);
     }
     // The wide model reads the state through the projection, which the cached graph applies to its own rows.
     const model = onnxProto.onnx.ModelProto.decode(await readFile(file(dirs.wide, 'voicedesign', 'code_predictor')));

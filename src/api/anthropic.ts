@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { ChatMessage, ChatRequest } from '../core/tasks/chat.js';
 import { logitBias, MAX_OUTPUT_TOKENS, messageList, outputTokens, stopList, tokenBias } from './chat.js';
-import { textContent } from './common.js';
+import { stringOr, textContent } from './common.js';
+import { anthropicImageBlock, partsToContent } from './chat-media.js';
 import { parseKnownFields } from './validate.js';
 
 /**
@@ -11,22 +12,26 @@ import { parseKnownFields } from './validate.js';
  * the request upstream), thinking (mapped to the thinking switch and budget).
  * Extension: logit_bias, as chat completions take it (Anthropic's API has no
  * way to ban or favour a token; this route shares chat's sampler).
- * tools, tool_choice and non-text content blocks are 400s naming the field.
+ * Image blocks (base64 or url) in user turns (api/chat-media.ts); tools,
+ * tool_choice and other content blocks are 400s naming the field.
  * The bounds on messages, max_tokens, stop_sequences and the thinking
  * budget are chat's (src/api/chat.ts).
  */
 
 const textBlock = z.object({
-  type: z.literal('text', "only 'text' content blocks are supported"),
+  type: z.literal('text'),
   text: z.string(),
   cache_control: z.unknown().optional(),
   citations: z.unknown().optional(),
 });
 const content = z.union([z.string(), z.array(textBlock).min(1)]);
+/** A user turn may carry images (api/chat-media.ts). */
+const userContent = stringOr(z.array(z.discriminatedUnion('type', [textBlock, anthropicImageBlock], { error: "only 'text' and 'image' content blocks are supported" })).min(1));
+const turn = z.discriminatedUnion('role', [z.object({ role: z.literal('user'), content: userContent }), z.object({ role: z.literal('assistant'), content })]);
 
 export const messagesSchema = z.object({
   model: z.string().min(1),
-  messages: messageList(z.object({ role: z.enum(['user', 'assistant']), content })),
+  messages: messageList(turn),
   max_tokens: outputTokens,
   system: content.optional(),
   temperature: z.number().min(0).max(1).optional(),
@@ -52,7 +57,14 @@ export function parseMessages(body: unknown): MessagesBody {
 export function toChatRequest(body: MessagesBody): ChatRequest {
   const messages: ChatMessage[] = [];
   if (body.system !== undefined) messages.push({ role: 'system', content: textContent(body.system) });
-  for (const m of body.messages) messages.push({ role: m.role, content: textContent(m.content) });
+  body.messages.forEach((m, i) => {
+    if (m.role === 'assistant') {
+      messages.push({ role: 'assistant', content: textContent(m.content) });
+      return;
+    }
+    const { content, media } = partsToContent(m.content, `messages.${i}.content`);
+    messages.push({ role: 'user', content, ...(media.length ? { media } : {}) });
+  });
   return {
     model: body.model,
     messages,

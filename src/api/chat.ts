@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { UnsupportedError } from '../core/errors.js';
 import type { ChatMessage, ChatRequest, ChatResult, ChatToolChoice, ChatUsage } from '../core/tasks/chat.js';
 import { parseKnownFields } from './validate.js';
-import { keepAliveField, textContent } from './common.js';
+import { keepAliveField, stringOr, textContent } from './common.js';
+import { openAiAudioPart, openAiImagePart, partsToContent } from './chat-media.js';
 
 /**
  * POST /v1/chat/completions: request schema and wire shapes (OpenAI's).
@@ -13,6 +14,8 @@ import { keepAliveField, textContent } from './common.js';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
 const content = z.union([z.string(), z.array(textPart)]);
+/** A user turn may carry images and audio (api/chat-media.ts). */
+const userContent = stringOr(z.array(z.discriminatedUnion('type', [textPart, openAiImagePart, openAiAudioPart], { error: "content parts are 'text', 'image_url' or 'input_audio'" })));
 
 const toolCall = z.object({
   id: z.string().min(1),
@@ -22,7 +25,7 @@ const toolCall = z.object({
 
 const message = z.discriminatedUnion('role', [
   z.object({ role: z.enum(['system', 'developer']), content, name: z.string().optional() }),
-  z.object({ role: z.literal('user'), content, name: z.string().optional() }),
+  z.object({ role: z.literal('user'), content: userContent, name: z.string().optional() }),
   z.object({
     role: z.literal('assistant'),
     content: content.nullish(),
@@ -147,13 +150,15 @@ export function parseChatCompletion(body: unknown): ChatCompletionBody {
 }
 
 export function toChatRequest(body: ChatCompletionBody): ChatRequest {
-  const messages: ChatMessage[] = body.messages.map((m) => {
+  const messages: ChatMessage[] = body.messages.map((m, i) => {
     switch (m.role) {
       case 'system':
       case 'developer':
         return { role: 'system', content: textContent(m.content) };
-      case 'user':
-        return { role: 'user', content: textContent(m.content) };
+      case 'user': {
+        const { content, media } = partsToContent(m.content, `messages.${i}.content`);
+        return { role: 'user', content, ...(media.length ? { media } : {}) };
+      }
       case 'tool':
         return { role: 'tool', content: textContent(m.content), toolCallId: m.tool_call_id };
       case 'assistant':

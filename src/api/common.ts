@@ -25,3 +25,17 @@ export function textContent(value: string | ReadonlyArray<{ text: string }> | nu
   if (value == null) return '';
   return typeof value === 'string' ? value : value.map((part) => part.text).join('');
 }
+
+/**
+ * A string, or what `array` accepts, dispatched on the value's type: a plain
+ * union of the two reports only "Invalid input", where this names the
+ * element and field at fault ('messages.1.content.0.image_url').
+ */
+export function stringOr<T extends z.ZodType>(array: T) {
+  return z.unknown().transform((value, ctx): string | z.output<T> => {
+    const parsed = (typeof value === 'string' ? z.string() : array).safeParse(value);
+    if (parsed.success) return parsed.data as string | z.output<T>;
+    for (const issue of parsed.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+    return z.NEVER;
+  });
+}

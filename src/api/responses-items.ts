@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ChatMessage } from '../core/tasks/chat.js';
+import { partsToContent, responsesImagePart } from './chat-media.js';
 
 /**
  * The Responses API's conversation items, as clients send them in `input`
@@ -13,8 +14,8 @@ const textPart = z.discriminatedUnion('type', [
   z.object({ type: z.literal('input_text'), text: z.string() }),
   z.object({ type: z.literal('output_text'), text: z.string() }),
   z.object({ type: z.literal('refusal'), refusal: z.string() }),
-  // Until image and file input exist, a part that carries one is a 400 naming it, not dropped.
-  z.object({ type: z.literal('input_image') }).refine(() => false, { message: 'image input is not supported', params: { code: 'unsupported_parameter' } }),
+  responsesImagePart,
+  // Until file input exists, a part that carries one is a 400 naming it, not dropped.
   z.object({ type: z.literal('input_file') }).refine(() => false, { message: 'file input is not supported', params: { code: 'unsupported_parameter' } }),
 ]);
 const content = z.union([z.string(), z.array(textPart)]);
@@ -49,6 +50,14 @@ function text(value: z.output<typeof content>): string {
   return value.map((part) => (part.type === 'refusal' ? part.refusal : 'text' in part ? part.text : '')).join('');
 }
 
+/** A user or system message's text, with a marker for each input_image (api/chat-media.ts). */
+function userText(value: z.output<typeof content>, param: string): Pick<ChatMessage, 'content' | 'media'> {
+  if (typeof value === 'string') return partsToContent(value, param);
+  const parts = value.map((part) => (part.type === 'refusal' ? { type: 'input_text', text: part.refusal } : part));
+  const { content, media } = partsToContent(parts, param);
+  return media.length ? { content, media } : { content };
+}
+
 /**
  * Items → chat messages. Tool calls join the assistant turn before them (one
  * turn may make several); a reasoning item is the reasoning of the assistant
@@ -65,14 +74,16 @@ export function itemsToMessages(items: readonly ResponseItem[]): ChatMessage[] {
     messages.push(turn);
     return turn;
   };
-  for (const item of items) {
+  items.forEach((item, index) => {
     switch (item.type) {
       case 'message':
         if (item.role === 'assistant') {
           const turn = assistantTurn();
           turn.content += text(item.content);
+        } else if (item.role === 'user') {
+          messages.push({ role: 'user', ...userText(item.content, `input.${index}.content`) });
         } else {
-          messages.push({ role: item.role === 'user' ? 'user' : 'system', content: text(item.content) });
+          messages.push({ role: 'system', content: text(item.content) });
         }
         break;
       case 'function_call':
@@ -90,7 +101,7 @@ export function itemsToMessages(items: readonly ResponseItem[]): ChatMessage[] {
         reasoning = (item.content ?? []).map((c) => c.text).join('') || undefined;
         break;
     }
-  }
+  });
   return messages;
 }
 

@@ -56,6 +56,11 @@ const entrySchema = z.strictObject({
    * files against exact sizes alone.
    */
   approx_size: z.int().positive().optional(),
+  /**
+   * What a chat model takes besides text, through its projector (role
+   * `mmproj`): images, audio. Text only when absent.
+   */
+  input: z.array(z.enum(['image', 'audio'])).optional(),
   /** Files keep their repo paths under the model's folder (a runtime reads a folder of them as a tree, e.g. espeak-ng's data). */
   keep_paths: z.boolean().optional(),
 });

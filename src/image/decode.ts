@@ -35,6 +35,8 @@ export const DEFAULT_MAX_PIXELS = 50_000_000;
 
 export interface DecodeOptions {
   maxPixels?: number;
+  /** Refuse animations (more than one frame) instead of taking the first frame. */
+  still?: boolean;
   /** Request field named in errors. */
   param?: string;
 }
@@ -77,6 +79,9 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
       });
     }
     format = found;
+    if (options.still && (meta.pages ?? 1) > 1) {
+      throw new UnsupportedMediaError(`The image is animated (${meta.pages} frames); send a still image.`, { param, code: 'animated_image' });
+    }
     const width = meta.width ?? 0;
     const height = meta.pageHeight ?? meta.height ?? 0;
     if (width <= 0 || height <= 0) throw new InvalidRequestError(`The image has no pixels (${width}x${height}).`, { param, code: 'empty_image' });

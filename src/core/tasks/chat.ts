@@ -1,5 +1,8 @@
 import type { Engine } from '../engine.js';
 import type { LoadedModel } from '../loader.js';
+import type { RgbImage } from '../../image/types.js';
+import { InvalidRequestError } from '../errors.js';
+import type { InstalledModel } from '../store.js';
 
 /**
  * The chat task: one neutral request type that the OpenAI and Anthropic
@@ -14,9 +17,32 @@ export interface ChatToolCall {
   arguments: string;
 }
 
+/** Where an image or audio clip sits in a message's text: llama.cpp's multimodal marker (mtmd's default). */
+export const MEDIA_MARKER = '<__media__>';
+
+/**
+ * An image or audio clip of a user turn, in the order of the turn's
+ * MEDIA_MARKERs. The API layer records what the client sent (`source`); the
+ * server fetches and decodes it (http/chat-media.ts) into `image` (upright
+ * RGB) or `audio` (16 kHz mono), with the SHA-256 of what was decoded: the
+ * prompt cache's identity for it.
+ */
+export interface ChatMedia {
+  kind: 'image' | 'audio';
+  /** The request field it came from, for errors: 'messages.1.content.2'. */
+  param: string;
+  /** A data URI, URL or local path; or base64 bytes in a named format (OpenAI's input_audio, Anthropic's base64 source). */
+  source: { url: string } | { base64: string; format?: string };
+  image?: RgbImage;
+  audio?: Float32Array;
+  hash?: string;
+}
+
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  /** User turns: images and audio, one per MEDIA_MARKER in `content`. */
+  media?: ChatMedia[];
   /** Assistant turns: earlier reasoning (dropped from the prompt by most templates). */
   reasoning?: string;
   /** Assistant turns: the calls it made. */
@@ -87,6 +113,21 @@ export interface ChatModel extends LoadedModel {
   generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta>;
 }
 
+/** The kinds of media a model takes besides text (its catalog entry's `input`, read from its projector at pull). */
+export function mediaInputs(installed: InstalledModel): ReadonlySet<ChatMedia['kind']> {
+  return new Set(installed.files.mmproj ? (installed.entry.input ?? []) : []);
+}
+
+/** A 400 naming the model and the part when a request carries media the model cannot take; never a silent drop. */
+export function checkMediaInputs(installed: InstalledModel, request: ChatRequest): void {
+  const takes = mediaInputs(installed);
+  for (const item of request.messages.flatMap((m) => m.media ?? [])) {
+    if (takes.has(item.kind)) continue;
+    const what = takes.size ? `text and ${[...takes].join(' and ')}` : 'text only';
+    throw new InvalidRequestError(`Model '${installed.id}' takes ${what}: ${item.param} is ${item.kind === 'image' ? 'an image' : 'audio'}.`, { param: item.param, code: 'unsupported_input' });
+  }
+}
+
 /**
  * Runs one chat request. The model is leased only while the generation runs;
  * breaking out of the iteration (or aborting `signal`) stops generation and
@@ -95,6 +136,12 @@ export interface ChatModel extends LoadedModel {
 export async function* chat(engine: Engine, request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
   const lease = await engine.acquire<ChatModel>(request.model, ['chat'], { keepAliveMs: request.keepAliveMs });
   const model = lease.installed.id;
+  try {
+    checkMediaInputs(lease.installed, request);
+  } catch (error) {
+    lease.release();
+    throw error;
+  }
   // When the first generated text came: the decode rate is measured from there, so prompt evaluation is left out.
   let firstOutput: number | undefined;
   try {

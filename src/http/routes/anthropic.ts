@@ -5,6 +5,7 @@ import { chat, collectChat, type FinishReason } from '../../core/tasks/chat.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { anthropicError, toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
+import { prepareChatMedia } from '../chat-media.js';
 
 /**
  * The Anthropic Messages API over the same chat task, at every path the
@@ -18,13 +19,14 @@ function stopReason(reason: FinishReason, stopSequence: string | null): StopReas
   return stopSequence ? 'stop_sequence' : 'end_turn';
 }
 
-export function anthropicRouter({ engine, shutdown }: ServerContext): Router {
+export function anthropicRouter({ engine, shutdown, inputs }: ServerContext): Router {
   const router = Router();
 
   const handle = async (req: Request, res: Response) => {
     const body = parseMessages(req.body);
     const request = toChatRequest(body);
     const signal = requestSignal(req, res, shutdown);
+    await prepareChatMedia(engine, request, inputs, signal);
     const id = `msg_${randomUUID().replaceAll('-', '')}`;
 
     if (!body.stream) {

@@ -5,16 +5,18 @@ import { chat, collectChat, type ChatDelta } from '../../core/tasks/chat.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
+import { prepareChatMedia } from '../chat-media.js';
 
 /** POST /v1/chat/completions (OpenAI), streamed as SSE or not. */
 
-export function chatRouter({ engine, shutdown }: ServerContext): Router {
+export function chatRouter({ engine, shutdown, inputs }: ServerContext): Router {
   const router = Router();
 
   router.post('/v1/chat/completions', async (req, res) => {
     const body = parseChatCompletion(req.body);
     const request = toChatRequest(body);
     const signal = requestSignal(req, res, shutdown);
+    await prepareChatMedia(engine, request, inputs, signal);
     const id = `chatcmpl-${randomUUID()}`;
     const created = Math.floor(Date.now() / 1000);
 

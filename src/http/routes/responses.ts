@@ -11,6 +11,7 @@ import { chat, collectChat, type ChatDelta, type ChatMessage, type ChatRequest, 
 import { requestSignal, type ServerContext } from '../context.js';
 import { toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
+import { prepareChatMedia } from '../chat-media.js';
 
 /**
  * The Responses API (OpenAI's): POST /v1/responses over the chat task, and
@@ -85,7 +86,7 @@ const inputItemsQuery = z.object({
   order: z.enum(['asc', 'desc']).default('desc'),
 });
 
-export function responsesRouter({ engine, shutdown, responses }: ServerContext): Router {
+export function responsesRouter({ engine, shutdown, responses, inputs }: ServerContext): Router {
   const router = Router();
 
   router.post('/v1/responses', async (req, res) => {
@@ -93,6 +94,7 @@ export function responsesRouter({ engine, shutdown, responses }: ServerContext):
     const request = toChatRequest(body, previousItems(responses, body.previous_response_id));
     const customTools = new Set((body.tools ?? []).filter((t) => t.type === 'custom').map((t) => t.name));
     const signal = requestSignal(req, res, shutdown);
+    await prepareChatMedia(engine, request, inputs, signal);
     const id = itemId('resp');
     const createdAt = Math.floor(Date.now() / 1000);
     const { deltas, first } = await begin(engine, request, body.truncation === 'auto', signal);

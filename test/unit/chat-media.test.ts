@@ -5,7 +5,8 @@ import { parseChatCompletion, toChatRequest } from '../../src/api/chat.js';
 import { parseMessages, toChatRequest as anthropicRequest } from '../../src/api/anthropic.js';
 import { parseResponseCreate, toChatRequest as responsesRequest } from '../../src/api/responses.js';
 import { MEDIA_MARKER, type ChatRequest } from '../../src/core/tasks/chat.js';
-import { loadChatMedia, MODEL_IMAGE_PIXELS } from '../../src/http/chat-media.js';
+import { loadChatMedia } from '../../src/http/chat-media.js';
+import { MODEL_IMAGE_PIXELS } from '../../src/core/tasks/chat-media.js';
 import { pngHeader } from '../helpers/png.js';
 
 /**

@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import { chatCompletionFrom } from '../../api/chat.js';
-import { chat, collectChat, type ChatMessage, type ChatRequest } from '../../core/tasks/chat.js';
+import { readFile } from 'node:fs/promises';
+import { chat, checkMediaInputs, collectChat, MEDIA_MARKER, type ChatMedia, type ChatMessage, type ChatRequest } from '../../core/tasks/chat.js';
+import { decodeChatMedia } from '../../core/tasks/chat-media.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
 
 interface RunFlags extends EngineFlags {
+  image?: string[];
+  audio?: string[];
   system?: string;
   maxTokens?: string;
   temperature?: string;
@@ -32,11 +36,24 @@ function requestOptions(flags: RunFlags): Omit<ChatRequest, 'model' | 'messages'
   };
 }
 
+/** The --image and --audio files, read (a missing one is a usage error naming it). */
+async function mediaFiles(flags: RunFlags): Promise<ChatMedia[]> {
+  const read = async (kind: ChatMedia['kind'], flag: string, file: string): Promise<ChatMedia> => {
+    const bytes = await readFile(file).catch((error: NodeJS.ErrnoException) => {
+      throw new CliError(`${flag} ${file}: ${error.code === 'ENOENT' ? 'no such file' : error.message}`, EXIT_USAGE);
+    });
+    return { kind, param: `${flag} ${file}`, source: { bytes } };
+  };
+  return Promise.all([...(flags.image ?? []).map((f) => read('image', '--image', f)), ...(flags.audio ?? []).map((f) => read('audio', '--audio', f))]);
+}
+
 export function runCommand(): Command {
   return new Command('run')
     .description('Chat with a model: one answer for a prompt or piped stdin, or an interactive chat on a terminal.')
     .argument('<model>', 'chat model id')
     .argument('[prompt]', 'prompt (stdin is appended when piped)')
+    .option('--image <file>', 'an image for the prompt (repeatable); the model needs a projector (lserve pull … --mmproj)', collect)
+    .option('--audio <file>', 'an audio clip (wav, mp3, …) for the prompt (repeatable); for audio-input models', collect)
     .option('--system <text>', 'system prompt')
     .option('--max-tokens <n>', 'maximum tokens to generate')
     .option('--temperature <t>', 'sampling temperature')
@@ -45,7 +62,7 @@ export function runCommand(): Command {
     .option('--json', 'print the full chat.completion response')
     .option('--threads <n>', 'CPU threads (0 = runtime default)')
     .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
-    .addHelpText('after', '\nExamples:\n  $ lserve run qwen3-0.6b "Why is the sky blue?"\n  $ cat notes.txt | lserve run qwen3-0.6b "summarise"\n  $ lserve run qwen3-0.6b            # interactive chat')
+    .addHelpText('after', '\nExamples:\n  $ lserve run qwen3-0.6b "Why is the sky blue?"\n  $ cat notes.txt | lserve run qwen3-0.6b "summarise"\n  $ lserve run qwen2.5-vl-3b "What is in this picture?" --image photo.jpg\n  $ lserve run qwen3-0.6b            # interactive chat')
     .action(async (model: string, prompt: string | undefined, flags: RunFlags, command: Command) => {
       const options = requestOptions(flags);
       const piped = !process.stdin.isTTY;
@@ -54,17 +71,26 @@ export function runCommand(): Command {
       // A CLI session serves one conversation: one sequence is enough.
       const engine = createEngine(globalOptions(command), flags, { parallel: 1, maxQueue: 1 });
       try {
+        const media = await mediaFiles(flags);
         if (!text) {
+          if (media.length) throw new CliError('--image and --audio go with a prompt: pass one as an argument or on stdin', EXIT_USAGE);
           if (piped || !process.stdout.isTTY) throw new CliError('no prompt: pass one as an argument or pipe text on stdin', EXIT_USAGE);
           await engine.resolve(model, ['chat']);
           const { runChatView } = await import('../views/chat-app.js');
           await runChatView({ engine, model, system: flags.system, options });
           return;
         }
-        const messages: ChatMessage[] = [...(flags.system ? [{ role: 'system' as const, content: flags.system }] : []), { role: 'user', content: text }];
+        // The images and clips come before the text, as llama.cpp's own CLI puts them.
+        const user: ChatMessage = { role: 'user', content: MEDIA_MARKER.repeat(media.length) + text, ...(media.length ? { media } : {}) };
+        const messages: ChatMessage[] = [...(flags.system ? [{ role: 'system' as const, content: flags.system }] : []), user];
         const controller = new AbortController();
         process.once('SIGINT', () => controller.abort(new Error('interrupted')));
-        const deltas = chat(engine, { model, messages, ...options }, controller.signal);
+        const request = { model, messages, ...options };
+        if (media.length) {
+          checkMediaInputs(await engine.resolve(model, ['chat']), request);
+          for (const item of media) await decodeChatMedia(item, (item.source as { bytes: Uint8Array }).bytes, controller.signal);
+        }
+        const deltas = chat(engine, request, controller.signal);
         if (flags.json) {
           const result = await collectChat(deltas);
           process.stdout.write(`${JSON.stringify(chatCompletionFrom(result, model, `chatcmpl-${randomUUID()}`, Math.floor(Date.now() / 1000)), null, 2)}\n`);

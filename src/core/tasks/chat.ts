@@ -31,8 +31,8 @@ export interface ChatMedia {
   kind: 'image' | 'audio';
   /** The request field it came from, for errors: 'messages.1.content.2'. */
   param: string;
-  /** A data URI, URL or local path; or base64 bytes in a named format (OpenAI's input_audio, Anthropic's base64 source). */
-  source: { url: string } | { base64: string; format?: string };
+  /** A data URI, URL or local path; base64 bytes in a named format (OpenAI's input_audio, Anthropic's base64 source); or the bytes (the CLI's files). */
+  source: { url: string } | { base64: string; format?: string } | { bytes: Uint8Array };
   image?: RgbImage;
   audio?: Float32Array;
   hash?: string;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { MediaInput } from '../core/catalog.js';
 import type { ListingRow } from '../core/listing.js';
 
 /** Wire shapes of GET /v1/models (the specification's model object and list). */
@@ -11,6 +12,12 @@ export interface ModelObject {
   /** Extensions: what the model does and whether it is in memory now. */
   kind: string;
   loaded: boolean;
+  /**
+   * Extension, chat models only: what their messages may carry and what they
+   * answer with, in the shape llama.cpp's server (router mode) and OpenRouter
+   * give it, so clients that read one read the other.
+   */
+  architecture?: { input_modalities: ('text' | MediaInput)[]; output_modalities: ['text'] };
 }
 
 export interface ModelList {

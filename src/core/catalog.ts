@@ -7,6 +7,10 @@ import { editDistance } from './edit-distance.js';
 export const MODEL_KINDS = ['chat', 'embedding', 'rerank', 'ocr', 'asr', 'asr-stream', 'tts', 'image'] as const;
 export type ModelKind = (typeof MODEL_KINDS)[number];
 
+/** What a chat model may take besides text, through its projector. */
+export const MEDIA_INPUTS = ['image', 'audio'] as const;
+export type MediaInput = (typeof MEDIA_INPUTS)[number];
+
 const sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters');
 
 /**
@@ -16,54 +20,59 @@ const sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex char
  */
 const fileSpec = z
   .strictObject({
-    repo: z.string().regex(/^[\w.-]+\/[\w.-]+$/, 'must be "owner/name"').optional(),
-    path: z.string().min(1).optional(),
-    revision: z.string().min(1).optional(),
-    url: z.url().optional(),
-    npm: z.string().min(1).optional(),
-    size: z.int().positive().optional(),
-    sha256: sha256.optional(),
-    /**
-     * A model directory registered in place (`lserve pull ./dir`) may lack this
-     * file: the model then works without what it adds (an image model without
-     * its VAE encoder makes no img2img or edits). A catalog pull still fetches it.
-     */
-    optional: z.boolean().optional(),
+      repo: z.string().regex(/^[\w.-]+\/[\w.-]+$/, 'must be "owner/name"').optional(),
+      path: z.string().min(1).optional(),
+      revision: z.string().min(1).optional(),
+      url: z.url().optional(),
+      npm: z.string().min(1).optional(),
+      size: z.int().positive().optional(),
+      sha256: sha256.optional(),
+      /**
+       * A model directory registered in place (`lserve pull ./dir`) may lack this
+       * file: the model then works without what it adds (an image model without
+       * its VAE encoder makes no img2img or edits). A catalog pull still fetches it.
+       */
+      optional: z.boolean().optional(),
   })
   .refine((f) => [f.url, f.npm, f.repo && f.path].filter(Boolean).length === 1, {
     message: 'each file needs exactly one source: repo+path, url, or npm',
   });
 export type FileSpec = z.infer<typeof fileSpec>;
 
-const entrySchema = z.strictObject({
-  id: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'ids are lowercase letters, digits, ".", "_" and "-"'),
-  kind: z.enum(MODEL_KINDS),
-  backend: z.string().min(1),
-  description: z.string().min(1),
-  aliases: z.array(z.string().min(1)).default([]),
-  owned_by: z.string().min(1),
-  license: z.string().min(1),
-  /** Files keyed by the role the backend gives them (model, det, rec, dict, …). */
-  files: z.record(z.string().regex(/^[a-z][a-z0-9_]*$/), fileSpec).refine((f) => Object.keys(f).length > 0, {
-    message: 'at least one file is required',
-  }),
-  /** Kind-specific defaults (context size, sample rate, voices, languages, …). */
-  defaults: z.record(z.string(), z.unknown()).default({}),
-  /**
-   * Download size in bytes, estimated from the model's parameter count and
-   * storage type, for entries where some file lists no exact size. Display
-   * only (`lserve list --all`, `/v1/catalog`, shown with "~"); a pull checks
-   * files against exact sizes alone.
-   */
-  approx_size: z.int().positive().optional(),
-  /**
-   * What a chat model takes besides text, through its projector (role
-   * `mmproj`): images, audio. Text only when absent.
-   */
-  input: z.array(z.enum(['image', 'audio'])).optional(),
-  /** Files keep their repo paths under the model's folder (a runtime reads a folder of them as a tree, e.g. espeak-ng's data). */
-  keep_paths: z.boolean().optional(),
-});
+const entrySchema = z
+  .strictObject({
+    id: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'ids are lowercase letters, digits, ".", "_" and "-"'),
+    kind: z.enum(MODEL_KINDS),
+    backend: z.string().min(1),
+    description: z.string().min(1),
+    aliases: z.array(z.string().min(1)).default([]),
+    owned_by: z.string().min(1),
+    license: z.string().min(1),
+    /** Files keyed by the role the backend gives them (model, det, rec, dict, …). */
+    files: z.record(z.string().regex(/^[a-z][a-z0-9_]*$/), fileSpec).refine((f) => Object.keys(f).length > 0, {
+      message: 'at least one file is required',
+    }),
+    /** Kind-specific defaults (context size, sample rate, voices, languages, …). */
+    defaults: z.record(z.string(), z.unknown()).default({}),
+    /**
+     * Download size in bytes, estimated from the model's parameter count and
+     * storage type, for entries where some file lists no exact size. Display
+     * only (`lserve list --all`, `/v1/catalog`, shown with "~"); a pull checks
+     * files against exact sizes alone.
+     */
+    approx_size: z.int().positive().optional(),
+    /**
+     * What a chat model takes besides text, through its projector (role
+     * `mmproj`): images, audio. Text only when absent.
+     */
+    input: z.array(z.enum(MEDIA_INPUTS)).optional(),
+    /** Files keep their repo paths under the model's folder (a runtime reads a folder of them as a tree, e.g. espeak-ng's data). */
+    keep_paths: z.boolean().optional(),
+  })
+  .refine((e) => e.input === undefined || (e.kind === 'chat' && e.files.mmproj !== undefined), {
+    message: '`input` belongs to a chat model with a projector (a file of role mmproj)',
+    path: ['input'],
+  });
 export type CatalogEntry = z.infer<typeof entrySchema>;
 
 export const catalogSchema = z.strictObject({
@@ -132,6 +141,15 @@ export class Catalog {
       .filter((id) => !seen.has(id) && seen.add(id))
       .slice(0, limit);
   }
+}
+
+/**
+ * What a chat model's messages may carry, text first (the extension field of
+ * GET /v1/models and `lserve list`); undefined for other kinds, whose input
+ * their kind says.
+ */
+export function inputModalities(entry: CatalogEntry): ('text' | MediaInput)[] | undefined {
+  return entry.kind === 'chat' ? ['text', ...(entry.input ?? [])] : undefined;
 }
 
 /** models.json at the package root (next to dist/ and src/). */

@@ -20,12 +20,15 @@ export interface MatchedFile {
 /**
  * Catalog entries whose layout a model directory can have: the kind's
  * multi-file entries (of `backend`, when given) whose files are all repo
- * paths, ONNX exports first. Single-file models (a GGUF) register as files.
+ * paths, ONNX exports first. Single-file models (a GGUF) register as files,
+ * and so does a GGUF chat model with its projector (role mmproj: found
+ * beside the model file, or named with --mmproj), whatever its files are called.
  */
 export function directoryLayouts(catalog: Catalog, kind: ModelKind, backend?: string): CatalogEntry[] {
   const layouts = catalog.entries.filter((e) => {
     const files = Object.values(e.files);
-    return e.kind === kind && (backend === undefined || e.backend === backend) && files.length > 1 && files.every((f) => f.repo !== undefined && f.path !== undefined);
+    const exported = files.length > 1 && e.files.mmproj === undefined;
+    return e.kind === kind && (backend === undefined || e.backend === backend) && exported && files.every((f) => f.repo !== undefined && f.path !== undefined);
   });
   return [...layouts.filter((e) => e.backend === 'onnx'), ...layouts.filter((e) => e.backend !== 'onnx')];
 }

@@ -6,6 +6,7 @@ import { StoreError } from './errors.js';
 import { acquirePullLock, type PullLock } from './download-lock.js';
 import { TRANSIENT_CODES, transferFile, type HubAccess, type TransferResult } from './download-file.js';
 import { envHubToken, hubDeniedHint, originOf, type HubToken } from './hub-auth.js';
+import { pairProjector } from './projector.js';
 import { fileNameOf, idFromFileName, localFileNames, type InstalledModel, type Manifest, type ModelStore, type ModelSource, type UserModelOptions } from './store.js';
 
 /**
@@ -84,13 +85,42 @@ export async function pullModel(store: ModelStore, name: string, options: PullOp
   return install(store, entry, 'catalog', options);
 }
 
-/** Downloads a user's model from a URL into the store (`lserve pull https://… --kind chat`). */
+/**
+ * Downloads a user's model from a URL into the store (`lserve pull https://…
+ * --kind chat`), with its projector when `model.mmproj` names one's URL: what
+ * the model takes is read from the projector once both files are here,
+ * before the model is listed.
+ */
 export async function pullUrl(
   store: ModelStore,
   url: string,
   model: UserModelOptions,
   options: PullOptions = {},
 ): Promise<PullResult> {
+  httpUrl(url);
+  const mmproj = model.mmproj === undefined ? undefined : httpUrl(model.mmproj);
+  const file = { url };
+  const entry = store.userEntry({
+    ...model,
+    id: model.id ?? idFromFileName(fileNameOf({ url }, 'model')),
+    description: `Downloaded from ${url}`,
+    file,
+    files: mmproj === undefined ? undefined : { model: file, mmproj: { url: mmproj } },
+  });
+  if (mmproj === undefined) return install(store, entry, 'url', options);
+  return install(store, entry, 'url', options, async (staged) => {
+    try {
+      return { ...entry, input: (await pairProjector(staged.model!, staged.mmproj!, mmproj)).input };
+    } catch (error) {
+      // A file that is no projector for this model is not kept for the next pull to reuse.
+      await rm(staged.mmproj!, { force: true });
+      await rm(verifiedMarker(staged.mmproj!), { force: true });
+      throw error;
+    }
+  });
+}
+
+function httpUrl(url: string): string {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -98,16 +128,22 @@ export async function pullUrl(
     throw new StoreError(`'${url}' is not a valid URL`, 'invalid_url');
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new StoreError(`Only http(s) URLs can be pulled, got '${url}'`, 'invalid_url');
-  const entry = store.userEntry({
-    ...model,
-    id: model.id ?? idFromFileName(fileNameOf({ url }, 'model')),
-    description: `Downloaded from ${url}`,
-    file: { url },
-  });
-  return install(store, entry, 'url', options);
+  return url;
 }
 
-async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<ModelSource, 'bundled' | 'local'>, options: PullOptions): Promise<PullResult> {
+/**
+ * Downloads and verifies every file of `entry` into the staging directory,
+ * then moves them into the model's folder and writes its manifest.
+ * `complete`, when given, sees the staged files first and returns the entry
+ * to record (a URL pull reads its projector there).
+ */
+async function install(
+  store: ModelStore,
+  entry: CatalogEntry,
+  source: Exclude<ModelSource, 'bundled' | 'local'>,
+  options: PullOptions,
+  complete?: (staged: Record<string, string>) => Promise<CatalogEntry>,
+): Promise<PullResult> {
   const installed = await store.resolve(entry.id);
   if (installed) return { model: installed, alreadyInstalled: true, downloadedBytes: 0 };
   const hub = hubAccess(entry.id, options.hfToken ?? envHubToken());
@@ -136,6 +172,7 @@ async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<M
     }
     const lost = lockLost(entry.id, lock, options.signal);
     if (lost) throw lost;
+    const recorded = complete ? await complete(Object.fromEntries(Object.entries(names).map(([role, name]) => [role, path.join(staging, name)]))) : entry;
     // Every file is verified: move them into place, then the manifest makes the model visible.
     const dir = store.modelDir(entry.id);
     for (const file of Object.values(files)) {
@@ -148,7 +185,7 @@ async function install(store: ModelStore, entry: CatalogEntry, source: Exclude<M
       id: entry.id,
       source,
       installedAt: new Date().toISOString(),
-      ...(source === 'catalog' ? {} : { entry }),
+      ...(source === 'catalog' ? {} : { entry: recorded }),
       files,
     });
     done = true;

@@ -1,4 +1,4 @@
-import { isBundled, type CatalogEntry, type ModelKind } from './catalog.js';
+import { inputModalities, isBundled, type CatalogEntry, type MediaInput, type ModelKind } from './catalog.js';
 import type { InstalledModel, ModelSource, ModelStore } from './store.js';
 
 /**
@@ -41,9 +41,12 @@ export interface ListingRow {
   description: string;
   /** The licence as the catalog entry names it (e.g. apache-2.0, mit, sai-nc-community); 'unknown' for a user's own file. */
   license: string;
+  /** Chat models: what their messages may carry, `text` first, then `image` / `audio` where a projector adds them. */
+  input_modalities?: ('text' | MediaInput)[];
 }
 
 export function listingRow({ id, entry, installed, source, sizeBytes, sizeExact, status, partialBytes }: ModelListing): ListingRow {
+  const modalities = inputModalities(entry);
   return {
     id,
     kind: entry.kind,
@@ -57,6 +60,7 @@ export function listingRow({ id, entry, installed, source, sizeBytes, sizeExact,
     aliases: entry.aliases,
     description: entry.description,
     license: entry.license,
+    ...(modalities ? { input_modalities: modalities } : {}),
   };
 }
 

@@ -11,6 +11,7 @@ import { MANIFEST, STORE_ID, fileNameOf, idFromFileName } from './store-paths.js
 import { matchDirectory } from './directory-match.js';
 import { resolveNpmFile } from './npm-files.js';
 import { directorySize } from './disk-usage.js';
+import { pairProjector } from './projector.js';
 
 export { MANIFEST, defaultHome, fileNameOf, idFromFileName, localFileNames } from './store-paths.js';
 export { directoryLayouts } from './directory-match.js';
@@ -45,6 +46,12 @@ export interface UserModelOptions {
   backend?: string;
   /** Tokens per context for a text model (`--ctx-size`); stored as the entry's defaults.context_size. */
   contextSize?: number;
+  /**
+   * A GGUF chat model's multimodal projector (`--mmproj`), stored as role
+   * `mmproj` with the entry's `input` read from it: a path beside a local
+   * file, a URL beside a URL.
+   */
+  mmproj?: string;
 }
 
 const manifestSchema = z.object({
@@ -145,19 +152,22 @@ export class ModelStore {
       throw new StoreError(`No such file: ${absolute}`, 'file_not_found');
     }
     if (!info.isFile()) throw new StoreError(`Not a regular file: ${absolute}`, 'not_a_file');
-    const entry = this.userEntry({
+    const spec = { url: `file://${absolute}` };
+    const mmproj = options.mmproj === undefined ? undefined : path.resolve(options.mmproj);
+    let entry = this.userEntry({
       ...options,
       id: options.id ?? idFromFileName(absolute),
       description: `Local file ${absolute}`,
-      file: { url: `file://${absolute}` },
+      file: spec,
+      files: mmproj === undefined ? undefined : { model: spec, mmproj: { url: pathToFileURL(mmproj).href } },
     });
-    const manifest: Manifest = {
-      id: entry.id,
-      source: 'local',
-      installedAt: new Date().toISOString(),
-      entry,
-      files: { model: { name: path.basename(absolute), size: info.size, path: absolute } },
-    };
+    const files: Manifest['files'] = { model: { name: path.basename(absolute), size: info.size, path: absolute } };
+    if (mmproj !== undefined) {
+      const projector = await pairProjector(absolute, mmproj);
+      entry = { ...entry, input: projector.input };
+      files.mmproj = { name: path.basename(mmproj), size: projector.size, path: mmproj };
+    }
+    const manifest: Manifest = { id: entry.id, source: 'local', installedAt: new Date().toISOString(), entry, files };
     await this.writeManifest(entry.id, manifest);
     return (await this.readInstalled(entry.id))!;
   }
@@ -182,10 +192,15 @@ export class ModelStore {
     const taken = this.catalog.get(options.id);
     if (taken) throw new StoreError(`'${options.id}' is the name of catalog model '${taken.id}'; choose another id with --id`, 'id_taken');
     const name = fileNameOf(options.file, 'model');
+    const backend = options.backend ?? (name.toLowerCase().endsWith('.gguf') ? 'llama' : 'onnx');
+    // A projector feeds llama.cpp's multimodal library, which pairs it with a GGUF chat model only.
+    if (options.files?.mmproj && (options.kind !== 'chat' || backend !== 'llama')) {
+      throw new StoreError(`--mmproj applies to a GGUF chat model (--kind chat, backend llama), not to --kind ${options.kind} on backend ${backend}`, 'invalid_option');
+    }
     return {
       id: options.id,
       kind: options.kind,
-      backend: options.backend ?? (name.toLowerCase().endsWith('.gguf') ? 'llama' : 'onnx'),
+      backend,
       description: options.description,
       aliases: [],
       owned_by: 'user',
@@ -218,6 +233,7 @@ export class ModelStore {
     if (options.contextSize !== undefined) {
       throw new StoreError('--ctx-size applies to a single-file (GGUF) text model, not to a model directory', 'invalid_option');
     }
+    if (options.mmproj !== undefined) throw new StoreError('--mmproj applies to a single GGUF chat model file, not to a model directory', 'invalid_option');
     const { layout, files: found } = await matchDirectory(this.catalog, absolute, root, options.kind, options.backend);
     const files: Record<string, FileSpec> = {};
     const manifestFiles: Manifest['files'] = {};

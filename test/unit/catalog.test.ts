@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { Catalog, CatalogError, DEFAULT_CATALOG_PATH, isBundled } from '../../src/core/catalog.js';
+import { Catalog, CatalogError, DEFAULT_CATALOG_PATH, inputModalities, isBundled } from '../../src/core/catalog.js';
 import { fileUrl } from '../../src/core/download.js';
 import { localFileNames } from '../../src/core/store.js';
 
@@ -56,6 +56,27 @@ describe('the shipped models.json', () => {
     expect(catalog.get('qwen3-tts-customvoice')!.defaults.speakers).toContain('Vivian');
   });
 
+  it('has vision and audio chat models, each with the projector published beside it (role mmproj) and what it takes', () => {
+    const multimodal: [string, string[]][] = [
+      ['gemma-3-4b-it', ['image']],
+      ['qwen2.5-vl-3b', ['image']],
+      ['smolvlm2-2.2b', ['image']],
+      ['smolvlm2-500m', ['image']],
+      ['ultravox-v0.5-1b', ['audio']],
+      ['qwen2.5-omni-3b', ['image', 'audio']],
+    ];
+    for (const [id, input] of multimodal) {
+      const e = catalog.get(id)!;
+      expect(e, id).toMatchObject({ kind: 'chat', backend: 'llama', input });
+      expect(Object.keys(e.files), id).toEqual(['model', 'mmproj']);
+      expect(e.files.mmproj!.repo, id).toBe(e.files.model!.repo);
+      expect(e.files.mmproj!.path, id).toMatch(/^mmproj-[\w.-]+\.gguf$/);
+      expect(inputModalities(e)).toEqual(['text', ...input]);
+    }
+    expect(inputModalities(catalog.get('qwen3-0.6b')!)).toEqual(['text']);
+    expect(inputModalities(catalog.get('whisper-base')!)).toBeUndefined();
+  });
+
   it('uses nested local paths for exports whose files share a name', () => {
     const names = localFileNames(catalog.get('sd-turbo')!);
     expect(names.unet).toBe('unet/model.onnx');
@@ -95,6 +116,15 @@ describe('Catalog.parse', () => {
     const models = [entry('alpha', { aliases: ['shared'] }), entry('beta', { aliases: ['shared'] })];
     expect(() => Catalog.parse({ version: 1, models })).toThrow("'shared' names both 'alpha' and 'beta'");
     expect(() => Catalog.parse({ version: 1, models: [entry('alpha'), entry('beta', { aliases: ['alpha'] })] })).toThrow(/'alpha' names both/);
+  });
+
+  it('takes `input` only on a chat model with a projector, and only image or audio', () => {
+    const files = { model: { repo: 'org/repo', path: 'vl.gguf' }, mmproj: { repo: 'org/repo', path: 'mmproj-vl.gguf' } };
+    const parse = (e: object) => Catalog.parse({ version: 1, models: [e] });
+    expect(parse(entry('vl', { files, input: ['image', 'audio'] })).get('vl')!.input).toEqual(['image', 'audio']);
+    expect(() => parse(entry('no-projector', { input: ['image'] }))).toThrow(/'no-projector'[\s\S]*`input` belongs to a chat model with a projector/);
+    expect(() => parse(entry('not-chat', { kind: 'asr', files, input: ['audio'] }))).toThrow(/'not-chat'[\s\S]*`input` belongs to a chat model/);
+    expect(() => parse(entry('video', { files, input: ['video'] }))).toThrow(/'video'/);
   });
 
   it('rejects an unknown version', () => {

@@ -3,8 +3,9 @@ import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
-import { MODEL_KINDS, isBundled, type ModelKind } from '../../core/catalog.js';
-import type { InstalledModel } from '../../core/store.js';
+import { MODEL_KINDS, inputModalities, isBundled, type ModelKind } from '../../core/catalog.js';
+import { findProjector } from '../../core/projector.js';
+import type { InstalledModel, UserModelOptions } from '../../core/store.js';
 import { checkImageDefaults, IMAGE_DEFAULT_KEYS, parseImageDefaults } from '../../core/tasks/image/user-defaults.js';
 import { pullModel, pullUrl, type PullResult } from '../../core/download.js';
 import type { Engine } from '../../core/engine.js';
@@ -23,6 +24,8 @@ interface PullFlags {
   backend?: string;
   ctxSize?: string;
   default?: string[];
+  /** A path or URL (`--mmproj`); false after `--no-mmproj`. */
+  mmproj?: string | false;
   quiet?: boolean;
   hfTokenFile?: string;
 }
@@ -36,6 +39,8 @@ export function pullCommand(): Command {
     .option('--backend <name>', 'runtime for your own file or URL (default: llama for .gguf, onnx otherwise); for a directory, only layouts of that backend are tried')
     .option('--ctx-size <tokens>', 'context size for your own single-file text model (default: 4096 chat, 8192 embedding/rerank, capped at its training context)')
     .option('--default <key=value>', `a request default for your own image model, repeatable (${IMAGE_DEFAULT_KEYS.join(', ')}); overrides what its configs say`, (pair: string, all: string[] = []) => [...all, pair])
+    .option('--mmproj <file>', "your GGUF chat model's multimodal projector (mmproj-….gguf): images and/or audio in chat; a URL beside a URL. Default: one found beside the model")
+    .option('--no-mmproj', 'register your GGUF chat model without the projector found beside it (text only)')
     .option('--hf-token-file <path>', HF_TOKEN_FILE_HELP)
     .option('--quiet', 'no progress output')
     .addHelpText(
@@ -46,10 +51,13 @@ export function pullCommand(): Command {
         'Your own files and directories are registered in place, not copied. A directory must have the layout of',
         "a catalog model of that kind (e.g. a clone of onnx-community/whisper-base for --kind asr): its files at the",
         "catalog entry's paths, e.g. onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx, tokenizer.json, ….",
+        "A GGUF chat model takes images or audio with its projector: --mmproj, or a file beside it named like one",
+        '(mmproj-*.gguf, *-mmproj-*.gguf, *.mmproj.gguf); what it takes is read from the projector.',
         '',
         'Examples:',
         '  $ lserve pull qwen3-0.6b',
         '  $ lserve pull ./my-model.gguf --kind chat',
+        '  $ lserve pull ./gemma-3-4b-it-Q4_K_M.gguf --kind chat --mmproj ./mmproj-model-f16.gguf',
         '  $ lserve pull ./whisper-base --kind asr --id my-whisper',
         '  $ lserve pull ./sd-export --kind image      # an optimum-cli export: model_index.json, unet/model.onnx (+ model.onnx_data), …',
         '  $ lserve pull ./lcm-export --kind image --default steps=4 --default guidance_scale=1',
@@ -82,6 +90,10 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     if (flags.kind || flags.id || flags.backend || flags.ctxSize || flags.default) {
       throw new CliError('--kind, --id, --backend, --ctx-size and --default apply only to your own files and URLs, not to catalog models', EXIT_USAGE);
     }
+    if (flags.mmproj !== undefined) {
+      const flag = flags.mmproj === false ? '--no-mmproj' : '--mmproj';
+      throw new CliError(`${flag} applies only to your own GGUF chat models, not to catalog models: a catalog model's projector comes with it`, EXIT_USAGE);
+    }
     if (isBundled(entry)) {
       say(`${entry.id} is bundled with lserve: it is ready to use, there is nothing to pull.`);
       return;
@@ -96,7 +108,11 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   if (directory && flags.ctxSize !== undefined) {
     throw new CliError('--ctx-size applies to a single-file (GGUF) text model, not to a model directory', EXIT_USAGE);
   }
-  const own = { kind: kind!, id: flags.id, backend: flags.backend, contextSize: flags.ctxSize === undefined ? undefined : positiveInt(flags.ctxSize, '--ctx-size') };
+  const mmproj = typeof flags.mmproj === 'string' ? flags.mmproj : undefined;
+  if (mmproj !== undefined && isUrl !== /^https?:\/\//i.test(mmproj)) {
+    throw new CliError(isUrl ? '--mmproj beside a URL is the URL of its projector' : '--mmproj beside a local file is a local file; download the projector first', EXIT_USAGE);
+  }
+  const own = { kind: kind!, id: flags.id, backend: flags.backend, contextSize: flags.ctxSize === undefined ? undefined : positiveInt(flags.ctxSize, '--ctx-size'), mmproj };
   const defaults = userDefaults(kind, flags.default ?? []);
   if (defaults && !directory) throw new CliError('--default applies to a model directory (an image export), not to a single file or URL', EXIT_USAGE);
 
@@ -113,9 +129,11 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   }
 
   if (localPath) {
+    if (flags.mmproj === undefined && takesProjector(own, localPath)) own.mmproj = await projectorBeside(localPath, say);
     const model = await engine.store.registerLocal(localPath, own).catch(usageOnBadInput);
     say(`Registered ${model.id} (${model.entry.kind}, ${model.entry.backend}, ${formatBytes(model.sizeBytes)}): ${model.files.model}`);
-    say('The file is used in place: keep it where it is.');
+    if (model.files.mmproj) say(`  Projector: ${model.files.mmproj} (takes ${inputModalities(model.entry)!.join(', ')})`);
+    say(model.files.mmproj ? 'The files are used in place: keep them where they are.' : 'The file is used in place: keep it where it is.');
     return;
   }
 
@@ -152,6 +170,7 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   const seconds = (Date.now() - started) / 1000;
   const rate = seconds > 0 ? ` at ${formatBytes(result.downloadedBytes / seconds)}/s` : '';
   say(`Pulled ${model.id} (${model.entry.kind}, ${formatBytes(model.sizeBytes)}) into ${engine.store.modelDir(model.id)}`);
+  if (model.entry.input) say(`  Takes ${inputModalities(model.entry)!.join(', ')}`);
   if (result.downloadedBytes > 0) say(`Downloaded ${formatBytes(result.downloadedBytes)} in ${formatDuration(seconds)}${rate}`);
   // Image models: fp16 graphs are converted to fp32 once, here (engine.prepare: families/stable-diffusion/prepare.ts).
   await engine.prepare(model, say);
@@ -212,9 +231,33 @@ async function applyDefaults(engine: Engine, model: InstalledModel, defaults: Re
   say(`  Set by --default: ${Object.entries(defaults).map(([k, v]) => `${k}=${v}`).join(', ')}`);
 }
 
+/** A GGUF chat model file that exists: one a projector beside it may be paired with. */
+function takesProjector(own: UserModelOptions, file: string): boolean {
+  return own.kind === 'chat' && (own.backend ?? 'llama') === 'llama' && /\.gguf$/i.test(file) && existsSync(file);
+}
+
+/**
+ * The projector found beside a model (core/projector.ts ranks the files named
+ * like one), said aloud with how to choose another or none.
+ */
+async function projectorBeside(file: string, say: (line: string) => void): Promise<string | undefined> {
+  const { chosen, candidates, skipped } = await findProjector(file);
+  for (const { reason } of skipped) say(`Beside the model, passed over: ${reason}`);
+  if (!chosen) return undefined;
+  const others = candidates.filter((c) => c !== chosen.file).map((c) => path.basename(c));
+  const name = path.basename(chosen.file);
+  say(
+    others.length
+      ? `Taking the projector ${name}: of the ${candidates.length} beside the model, its name shares the most with the model's (also there: ${others.join(', ')}).`
+      : `Taking the projector ${name}, found beside the model.`,
+  );
+  say('  --mmproj FILE pairs another projector; --no-mmproj registers the model without one (text only).');
+  return chosen.file;
+}
+
 /** Store errors caused by what the user typed (a taken or malformed id, a bad URL) are usage errors. */
 function usageOnBadInput(error: unknown): never {
-  const usage = ['id_taken', 'invalid_url', 'invalid_kind', 'invalid_option', 'not_a_directory', 'no_layout', 'layout_mismatch', 'path_outside'];
+  const usage = ['id_taken', 'invalid_url', 'invalid_kind', 'invalid_option', 'not_a_directory', 'no_layout', 'layout_mismatch', 'path_outside', 'invalid_mmproj'];
   if (error instanceof StoreError && usage.includes(error.code ?? '')) throw new CliError(error.message, EXIT_USAGE);
   throw error;
 }

@@ -16,7 +16,9 @@ export const HEADER = ['ID', 'KIND', 'BACKEND', 'SIZE', 'SOURCE', 'LICENSE', 'ST
 export function rowCells(row: ModelRow): string[] {
   const size = row.size_bytes === null ? '-' : `${row.size_exact ? '' : '~'}${formatBytes(row.size_bytes)}`;
   const status = row.status === 'partial' ? `partial (${formatBytes(row.partial_bytes ?? 0)})` : row.status;
-  return [row.id, row.kind, row.backend, size, row.source, row.license, status];
+  // A chat model that takes images or audio says so beside its kind: chat+image, chat+audio, chat+image+audio.
+  const kind = [row.kind, ...(row.input_modalities ?? []).filter((m) => m !== 'text')].join('+');
+  return [row.id, kind, row.backend, size, row.source, row.license, status];
 }
 
 export function columnWidths(cells: readonly (readonly string[])[]): number[] {

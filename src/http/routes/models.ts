@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import { statSync } from 'node:fs';
 import type { ModelList, ModelObject } from '../../api/models.js';
-import { MODEL_KINDS } from '../../core/catalog.js';
+import { MODEL_KINDS, inputModalities } from '../../core/catalog.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { ServerContext } from '../context.js';
 
@@ -17,15 +17,19 @@ function createdAt(model: InstalledModel): number {
 
 export function modelsRouter({ engine }: ServerContext): Router {
   const router = Router();
-  const toObject = (model: InstalledModel, loaded: Set<string>): ModelObject => ({
-    id: model.id,
-    object: 'model',
-    created: createdAt(model),
-    owned_by: model.entry.owned_by,
-    status: 'running',
-    kind: model.entry.kind,
-    loaded: loaded.has(model.id),
-  });
+  const toObject = (model: InstalledModel, loaded: Set<string>): ModelObject => {
+    const input = inputModalities(model.entry);
+    return {
+      id: model.id,
+      object: 'model',
+      created: createdAt(model),
+      owned_by: model.entry.owned_by,
+      status: 'running',
+      kind: model.entry.kind,
+      loaded: loaded.has(model.id),
+      ...(input ? { architecture: { input_modalities: input, output_modalities: ['text'] } } : {}),
+    };
+  };
 
   router.get('/v1/models', async (_req, res) => {
     const loaded = new Set(engine.manager.loaded().map((m) => m.id));

@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import sharp from 'sharp';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHAT_MODEL_ID, startChatServer } from '../helpers/chat-model.js';
 import type { TestServer } from '../helpers/server.js';
@@ -59,3 +60,22 @@ describe('a text-only model given media', () => {
     await expect(refused).rejects.toMatchObject({ status: 400, code: 'unsupported_input' });
   });
 });
+
+describe('a model registered with its projector', () => {
+  const golden = (file: string) => fileURLToPath(new URL(`../golden/qwen2-vl/${file}`, import.meta.url));
+
+  it('answers text; media are a 400 saying this build has no image input yet, not a silent drop', async () => {
+    await server.engine.store.registerLocal(golden('model.gguf'), { kind: 'chat', id: 'qwen2-vl-tiny', mmproj: golden('mmproj.gguf') });
+    const models = await client.models.list();
+    expect(models.data.find((m) => m.id === 'qwen2-vl-tiny')).toMatchObject({ architecture: { input_modalities: ['text', 'image'] } });
+    const refused = client.chat.completions.create({
+      model: 'qwen2-vl-tiny',
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${image}` } }, { type: 'text', text: 'Describe this image.' }] }],
+    });
+    await expect(refused).rejects.toMatchObject({ status: 400, code: 'no_media_runtime', param: 'messages.0.content.0' });
+    await expect(refused).rejects.toThrow(/takes images, but this build of lserve has no image or audio input yet/);
+    const text = await client.chat.completions.create({ model: 'qwen2-vl-tiny', messages: [{ role: 'user', content: 'Describe a red square.' }], max_tokens: 4, temperature: 0 });
+    expect(text.usage!.completion_tokens).toBeGreaterThan(0);
+  }, 60_000);
+});
+

@@ -61,9 +61,11 @@ function userText(value: z.output<typeof content>, param: string): Pick<ChatMess
 /**
  * Items → chat messages. Tool calls join the assistant turn before them (one
  * turn may make several); a reasoning item is the reasoning of the assistant
- * turn that follows it.
+ * turn that follows it. The first `earlier` items come from earlier
+ * responses (previous_response_id): errors about them name that field, the
+ * rest name their place in this request's `input`.
  */
-export function itemsToMessages(items: readonly ResponseItem[]): ChatMessage[] {
+export function itemsToMessages(items: readonly ResponseItem[], earlier = 0): ChatMessage[] {
   const messages: ChatMessage[] = [];
   let reasoning: string | undefined;
   const assistantTurn = (): ChatMessage => {
@@ -81,7 +83,9 @@ export function itemsToMessages(items: readonly ResponseItem[]): ChatMessage[] {
           const turn = assistantTurn();
           turn.content += text(item.content);
         } else if (item.role === 'user') {
-          messages.push({ role: 'user', ...userText(item.content, `input.${index}.content`) });
+          messages.push({ role: 'user', ...userText(item.content, `input.${index - earlier}.content`) });
+          // An earlier response's image is named by the field that brought it back.
+          if (index < earlier) for (const media of messages.at(-1)!.media ?? []) media.param = 'previous_response_id';
         } else {
           messages.push({ role: 'system', content: text(item.content) });
         }

@@ -145,7 +145,7 @@ const EFFORT = { minimal: 'low', low: 'low', medium: 'medium', high: 'high', xhi
 /** The chat request for this body, after the conversation's earlier items (`prefix`, from previous_response_id). */
 export function toChatRequest(body: ResponseCreateBody, prefix: ResponseItem[]): ChatRequest {
   const tools = body.tools ?? [];
-  const messages = itemsToMessages([...prefix, ...inputItems(body)]);
+  const messages = itemsToMessages([...prefix, ...inputItems(body)], prefix.length);
   if (body.instructions) messages.unshift({ role: 'system', content: body.instructions });
   const choice = body.tool_choice;
   const toolChoice: ChatToolChoice | undefined = choice == null ? undefined : typeof choice === 'string' ? choice : { name: choice.name };

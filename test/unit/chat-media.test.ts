@@ -83,6 +83,10 @@ describe('media parts', () => {
     const responses = responsesRequest(parseResponseCreate({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_text', text: 'Describe ' }, { type: 'input_image', image_url: dataUri(Buffer.from(data, 'base64')) }] }] }), []);
     expect(responses.messages[0]!.content).toBe(`Describe ${MEDIA_MARKER}`);
     expect(responses.messages[0]!.media![0]).toMatchObject({ kind: 'image', param: 'input.0.content.1' });
+    // A conversation continued from a stored response: its images are named by the field that brought them.
+    const earlier = [{ type: 'message' as const, role: 'user' as const, content: [{ type: 'input_image' as const, image_url: 'https://example.com/old.png' }] }];
+    const continued = responsesRequest(parseResponseCreate({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/new.png' }] }] }), earlier);
+    expect(continued.messages.map((m) => m.media![0]!.param)).toEqual(['previous_response_id', 'input.0.content.0']);
   });
 
   it('refuses parts it does not know, in the turns that cannot carry media, with their field', () => {

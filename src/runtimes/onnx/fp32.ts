@@ -3,6 +3,7 @@ import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
 import { halvesToFloats } from './float16.js';
+import { EXTERNAL, ExternalDataReader } from './external-reader.js';
 
 /**
  * Rewrites an fp16 ONNX graph as fp32: every float16 initializer, constant
@@ -27,7 +28,6 @@ import { halvesToFloats } from './float16.js';
 const { onnx } = onnxProto;
 const FLOAT = onnx.TensorProto.DataType.FLOAT;
 const FLOAT16 = onnx.TensorProto.DataType.FLOAT16;
-const EXTERNAL = onnx.TensorProto.DataLocation.EXTERNAL;
 const Attr = onnx.AttributeProto.AttributeType;
 
 /** Initializers at least this large go to the external data file; smaller ones stay inline. */
@@ -98,38 +98,25 @@ function hasFloat16(graph: OnnxTypes.GraphProto): boolean {
 class DataWriter {
   offset = 0;
   converted = 0;
-  /** The source's external data files, open for positional reads: one can exceed 2 GB (an fp32 UNet's), past what readFile returns. */
-  private readonly sources = new Map<string, Promise<FileHandle>>();
+  private readonly sources: ExternalDataReader;
 
   constructor(
     private readonly file: FileHandle,
     private readonly name: string,
-    private readonly sourceDir: string,
-  ) {}
+    sourceDir: string,
+  ) {
+    this.sources = new ExternalDataReader(sourceDir);
+  }
 
   /** The tensor's bytes, wherever the source keeps them (inline raw, typed fields, or its own external file). */
   async bytesOf(tensor: OnnxTypes.TensorProto): Promise<Uint8Array | undefined> {
-    if (tensor.dataLocation === EXTERNAL) {
-      const entry = (key: string) => tensor.externalData.find((e) => e.key === key)?.value;
-      const location = entry('location');
-      if (!location || path.isAbsolute(location) || location.split(/[\\/]/).includes('..')) throw new Error(`external data '${location}' of ${tensor.name} is outside the model folder`);
-      let source = this.sources.get(location);
-      if (!source) this.sources.set(location, (source = open(path.join(this.sourceDir, location), 'r')));
-      const handle = await source;
-      const offset = Number(entry('offset') ?? 0);
-      const length = entry('length') === undefined ? (await handle.stat()).size - offset : Number(entry('length'));
-      const bytes = new Uint8Array(length);
-      const { bytesRead } = await handle.read(bytes, 0, length, offset);
-      if (bytesRead !== length) throw new Error(`external data '${location}' of ${tensor.name} ends before byte ${offset + length}`);
-      return bytes;
-    }
+    if (tensor.dataLocation === EXTERNAL) return this.sources.read(tensor);
     if (tensor.rawData?.length) return tensor.rawData;
     return undefined;
   }
 
-  async close(): Promise<void> {
-    const handles = await Promise.allSettled(this.sources.values());
-    await Promise.all(handles.map((h) => (h.status === 'fulfilled' ? h.value.close() : undefined)));
+  close(): Promise<void> {
+    return this.sources.close();
   }
 
   async append(bytes: Uint8Array): Promise<{ offset: number; length: number }> {

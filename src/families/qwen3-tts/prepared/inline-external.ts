@@ -1,7 +1,6 @@
-import { open } from 'node:fs/promises';
-import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
+import { EXTERNAL, ExternalDataReader } from '../../../runtimes/onnx/external-reader.js';
 import { UnpreparableGraph } from './predictor-weights.js';
 
 /**
@@ -11,10 +10,7 @@ import { UnpreparableGraph } from './predictor-weights.js';
  * protobuf's 2 GB.
  */
 
-const { onnx } = onnxProto;
-const EXTERNAL = onnx.TensorProto.DataLocation.EXTERNAL;
-
-/** Tensors kept in external data files (beside the graph) read into the graph. */
+/** Tensors kept in external data files (in `dir`, beside the graph) read into the graph. */
 export async function inlineExternalData(model: OnnxTypes.IModelProto, dir: string): Promise<void> {
   const tensors: OnnxTypes.ITensorProto[] = [];
   const visit = (g: OnnxTypes.IGraphProto | null | undefined) => {
@@ -22,22 +18,16 @@ export async function inlineExternalData(model: OnnxTypes.IModelProto, dir: stri
     for (const n of g?.node ?? []) for (const a of n.attribute ?? []) visit(a.g);
   };
   visit(model.graph);
-  for (const t of tensors) {
-    const entry = (key: string) => t.externalData?.find((e) => e.key === key)?.value;
-    const location = entry('location');
-    if (!location || path.isAbsolute(location) || location.split(/[\\/]/).includes('..')) throw new UnpreparableGraph(`external data of ${t.name} is outside the model folder`);
-    const offset = Number(entry('offset') ?? 0);
-    const length = Number(entry('length'));
-    const file = await open(path.join(dir, location), 'r');
-    try {
-      const data = Buffer.alloc(length);
-      const { bytesRead } = await file.read(data, 0, length, offset);
-      if (bytesRead !== length) throw new UnpreparableGraph(`external data of ${t.name} is cut short`);
-      t.rawData = data;
-    } finally {
-      await file.close();
+  const reader = new ExternalDataReader(dir);
+  try {
+    for (const t of tensors) {
+      t.rawData = await reader.read(t).catch((error: Error) => {
+        throw new UnpreparableGraph(error.message);
+      });
+      t.dataLocation = onnxProto.onnx.TensorProto.DataLocation.DEFAULT;
+      t.externalData = [];
     }
-    t.dataLocation = onnx.TensorProto.DataLocation.DEFAULT;
-    t.externalData = [];
+  } finally {
+    await reader.close();
   }
 }

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type * as Ort from 'onnxruntime-node';
 import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks } from '../../src/families/qwen3-tts/codec.js';
-import { CachedPredictor, PublishedPredictor } from '../../src/families/qwen3-tts/code-predictor.js';
+import { framePredictor } from '../../src/families/qwen3-tts/code-predictor.js';
 import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
 import { openPredictor, openTalker } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
 import { OnnxSession, ortSessionOptions } from '../../src/runtimes/onnx/session.js';
@@ -128,7 +128,7 @@ export async function frameParts(model: BenchModel, graphs: Graphs, threads: num
 
   const opened = await openPredictor(model.files.code_predictor!, plan, config, options, threads);
   const codes = new BigInt64Array(config.groups);
-  const predictor = opened.cachedLayers ? new CachedPredictor(opened.session, s.hidden, codes, opened.cachedLayers) : new PublishedPredictor(opened.session, s.hidden, codes);
+  const predictor = framePredictor(opened.session, opened.cached, s.hidden, codes);
   const hidden = new Float32Array(s.hidden).fill(0.01);
   const predictorFrame = await timeIt(5, () => predictor.frame(hidden, argmax, () => false));
   await opened.session.release();

@@ -105,15 +105,17 @@ export class PublishedPredictor extends Predictor {
 export class CachedPredictor extends Predictor {
   private readonly bounds: ort.Tensor[];
   private readonly empty: Record<string, ort.Tensor>;
+  private readonly layers: number;
 
-  constructor(session: ort.InferenceSession, width: number, codes: BigInt64Array, private readonly layers: number) {
+  constructor(session: ort.InferenceSession, width: number, codes: BigInt64Array) {
     super(session, width, codes);
     this.bounds = Array.from({ length: codes.length + 1 }, (_, i) => new ort.Tensor('int64', BigInt64Array.of(BigInt(i)), [1]));
-    const past = session.inputMetadata.find((m) => m.name === CACHED_IO.past(0, 'key'));
-    const shape = past?.isTensor ? past.shape.map((d) => (typeof d === 'number' ? d : 0)) : [];
+    const pastKeys = session.inputMetadata.filter((m) => m.isTensor && m.name.startsWith(CACHED_IO.past(0, 'key').replace(/0$/, '')));
+    const shape = pastKeys[0]?.isTensor ? pastKeys[0].shape.map((d) => (typeof d === 'number' ? d : 0)) : [];
     if (shape.length !== 4) throw new Error('the prepared code predictor has no cache inputs');
+    this.layers = pastKeys.length;
     this.empty = {};
-    for (let layer = 0; layer < layers; layer++) {
+    for (let layer = 0; layer < this.layers; layer++) {
       for (const part of ['key', 'value'] as const) this.empty[CACHED_IO.past(layer, part)] = new ort.Tensor('float32', new Float32Array(0), shape);
     }
   }
@@ -134,4 +136,9 @@ export class CachedPredictor extends Predictor {
     }
     return true;
   }
+}
+
+/** The predictor of an opened graph: the KV-cached one or the published one, filling `codes`. */
+export function framePredictor(session: ort.InferenceSession, cached: boolean, width: number, codes: BigInt64Array): FramePredictor {
+  return cached ? new CachedPredictor(session, width, codes) : new PublishedPredictor(session, width, codes);
 }

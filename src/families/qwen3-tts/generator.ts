@@ -1,7 +1,7 @@
 import ort from 'onnxruntime-node';
 import { readFloats, toFloatType } from '../../runtimes/onnx/float-io.js';
 import { ortSessionOptions } from '../../runtimes/onnx/session.js';
-import { CachedPredictor, graphValues, PublishedPredictor, type FramePredictor } from './code-predictor.js';
+import { framePredictor, graphValues, type FramePredictor } from './code-predictor.js';
 import { parseCodecConfig } from './codec-config.js';
 import type { TtsConfig } from './config.js';
 import { buildPrompt, PromptError, type PromptLayout, type PromptPlan } from './prompt.js';
@@ -91,7 +91,7 @@ export class FrameGenerator {
     private readonly referenceSamplesPerFrame: number,
     /** Which talker and code predictor graphs run, and why (for the load line). */
     readonly graphNotes: string,
-    cachedLayers: number | undefined,
+    cachedPredictor: boolean,
   ) {
     const talker = this.talker;
     this.io = bindTalker(graphValues(talker.inputMetadata), graphValues(talker.outputMetadata), { vocab: config.codecVocab, hidden: config.hidden });
@@ -106,7 +106,7 @@ export class FrameGenerator {
     this.roleIds = [config.ids.imStart, ...tokenizer.encode('assistant\n')];
     this.codes = new BigInt64Array(config.groups);
     const predictor = sessions.code_predictor!;
-    this.predictor = cachedLayers ? new CachedPredictor(predictor, hidden, this.codes, cachedLayers) : new PublishedPredictor(predictor, hidden, this.codes);
+    this.predictor = framePredictor(predictor, cachedPredictor, hidden, this.codes);
   }
 
   static async create(init: GeneratorInit): Promise<FrameGenerator> {
@@ -134,7 +134,7 @@ export class FrameGenerator {
     try {
       const tokenizer = await loadTtsTokenizer(init.tokenizer);
       const samplesPerFrame = init.referenceSamplesPerFrame ?? parseCodecConfig().encoderSamplesPerFrame;
-      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, init.config, tokenizer, samplesPerFrame, notes, predictor!.cachedLayers);
+      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, init.config, tokenizer, samplesPerFrame, notes, predictor!.cached);
     } catch (error) {
       await Promise.all(Object.values(sessions).map((s) => s.release()));
       throw error;

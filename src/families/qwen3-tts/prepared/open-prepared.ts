@@ -1,7 +1,6 @@
 import ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 import type { TtsConfig } from '../config.js';
-import { CACHED_IO } from './predictor-graph.js';
 import { fileSha256, prepareCodePredictor } from './prepare-predictor.js';
 import { UnpreparableGraph } from './predictor-weights.js';
 import { talkerWithInt8Activations } from './talker-int8.js';
@@ -40,8 +39,8 @@ export interface Opened {
 }
 
 export interface OpenedPredictor extends Opened {
-  /** Decoder layers of the cached graph; undefined for the published one. */
-  cachedLayers?: number;
+  /** Whether it is the KV-cached graph (else the published one). */
+  cached: boolean;
 }
 
 export const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
@@ -54,18 +53,18 @@ async function current(prepared: PreparedFile | undefined, published: string): P
 }
 
 export async function openPredictor(published: string, plan: GraphPlan, config: TtsConfig, options: ort.InferenceSession.SessionOptions, threads: number): Promise<OpenedPredictor> {
-  const openPublished = async (note: string) => ({ session: await ort.InferenceSession.create(published, options), note });
+  const openPublished = async (note: string) => ({ session: await ort.InferenceSession.create(published, options), cached: false, note });
   if (plan.predictor === 'published') return openPublished('the published code predictor (asked for)');
   const { file, stale } = plan.int8 ? await current(plan.files?.code_predictor, published) : { stale: '' };
   if (file) {
     const session = await ort.InferenceSession.create(file, options);
-    return { session, cachedLayers: cachedLayers(session), note: 'the KV-cached code predictor prepared at pull' };
+    return { session, cached: true, note: 'the KV-cached code predictor prepared at pull' };
   }
   const started = Date.now();
   try {
     const prepared = await prepareCodePredictor(published, config.predictorDims, config.groups, threads, config.predictor, plan.int8);
     const session = await ort.InferenceSession.create(prepared.model, options);
-    return { session, cachedLayers: cachedLayers(session), note: `${stale}the KV-cached code predictor, prepared in memory in ${seconds(started)} (\`lserve pull\` the model again to keep it)` };
+    return { session, cached: true, note: `${stale}the KV-cached code predictor, prepared in memory in ${seconds(started)} (\`lserve pull\` the model again to keep it)` };
   } catch (error) {
     if (!(error instanceof UnpreparableGraph)) throw error;
     return openPublished(`${stale}the published code predictor: no KV-cached one can be built from it (${error.message})`);
@@ -77,14 +76,8 @@ export async function openTalker(published: string, plan: GraphPlan, options: or
   const { file, stale } = await current(plan.files?.talker_cache, published);
   if (file) return { session: await ort.InferenceSession.create(file, options), note: 'the talker on int8 activations prepared at pull' };
   const started = Date.now();
-  const model = await talkerWithInt8Activations(published);
-  if (!model) return { session: await ort.InferenceSession.create(published, options) };
-  const session = await ort.InferenceSession.create(onnxProto.onnx.ModelProto.encode(model).finish(), options);
+  const int8Talker = await talkerWithInt8Activations(published);
+  if (!int8Talker) return { session: await ort.InferenceSession.create(published, options) };
+  const session = await ort.InferenceSession.create(onnxProto.onnx.ModelProto.encode(int8Talker.model).finish(), options);
   return { session, note: `${stale}the talker on int8 activations, prepared in memory in ${seconds(started)}` };
-}
-
-function cachedLayers(session: ort.InferenceSession): number {
-  const layers = session.inputNames.filter((name) => name.startsWith(CACHED_IO.past(0, 'key').replace(/0$/, ''))).length;
-  if (!layers) throw new Error('the prepared code predictor has no cache inputs');
-  return layers;
 }

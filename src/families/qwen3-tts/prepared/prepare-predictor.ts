@@ -47,7 +47,8 @@ export interface PreparedPredictor {
 }
 
 export async function prepareCodePredictor(source: string, dims: PredictorDims, groups: number, threads: number, sampling: Pick<Sampling, 'temperature' | 'topK'>, int8 = true): Promise<PreparedPredictor> {
-  const [bytes, sha] = await Promise.all([readFile(source), fileSha256(source)]);
+  const bytes = await readFile(source);
+  const sha = createHash('sha256').update(bytes).digest('hex');
   const published = onnx.ModelProto.decode(bytes);
   await inlineExternalData(published, path.dirname(source));
   const weights = readPredictorWeights(published, groups);

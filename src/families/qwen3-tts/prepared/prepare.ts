@@ -8,7 +8,7 @@ import { machineThreads } from '../../../runtimes/onnx/threads.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from '../config.js';
 import { graphFile } from '../files.js';
 import { seconds, type PreparedFile } from './open-prepared.js';
-import { fileSha256, prepareCodePredictor } from './prepare-predictor.js';
+import { prepareCodePredictor } from './prepare-predictor.js';
 import { UnpreparableGraph } from './predictor-weights.js';
 import { talkerWithInt8Activations } from './talker-int8.js';
 
@@ -78,7 +78,7 @@ export async function writePreparedGraphs(files: Record<string, string>, dir: st
   started = Date.now();
   const int8Talker = await talkerWithInt8Activations(talker);
   if (int8Talker) {
-    await write('talker_cache', onnxProto.onnx.ModelProto.encode(int8Talker).finish(), await fileSha256(talker));
+    await write('talker_cache', onnxProto.onnx.ModelProto.encode(int8Talker.model).finish(), int8Talker.source);
     say(`  talker_cache: 4-bit layers on int8 activations (${seconds(started)})`);
   }
   if (!Object.keys(recorded).length) return recorded;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
@@ -31,10 +32,15 @@ export function useInt8Activations(model: OnnxTypes.IModelProto): number {
   return changed;
 }
 
-/** The talker graph decoded, with int8 activations set; undefined when it has no 4-bit layer to change. */
-export async function talkerWithInt8Activations(file: string): Promise<OnnxTypes.ModelProto | undefined> {
-  const model = onnx.ModelProto.decode(await readFile(file));
+/**
+ * The talker graph decoded, with int8 activations set, and the SHA-256 of
+ * the published file it was read from; undefined when it has no 4-bit layer
+ * to change.
+ */
+export async function talkerWithInt8Activations(file: string): Promise<{ model: OnnxTypes.ModelProto; source: string } | undefined> {
+  const bytes = await readFile(file);
+  const model = onnx.ModelProto.decode(bytes);
   if (!useInt8Activations(model)) return undefined;
   await inlineExternalData(model, path.dirname(file));
-  return model;
+  return { model, source: createHash('sha256').update(bytes).digest('hex') };
 }

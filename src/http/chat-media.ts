@@ -1,7 +1,7 @@
 import { MAX_MEDIA_PER_REQUEST } from '../api/chat-media.js';
 import { InvalidRequestError, PayloadTooLargeError } from '../core/errors.js';
 import { decodeChatMedia } from '../core/tasks/chat-media.js';
-import { checkMediaInputs, type ChatMedia, type ChatRequest } from '../core/tasks/chat.js';
+import { checkChatMedia, type ChatMedia, type ChatRequest } from '../core/tasks/chat.js';
 import type { Engine } from '../core/engine.js';
 import { decodeBase64Payload, readRemoteInput, type InputPolicy } from './remote-input.js';
 
@@ -15,8 +15,7 @@ import { decodeBase64Payload, readRemoteInput, type InputPolicy } from './remote
 
 /** Checks that the model takes the request's media, then fetches and decodes them: before the model loads. */
 export async function prepareChatMedia(engine: Engine, request: ChatRequest, policy: InputPolicy, signal?: AbortSignal): Promise<void> {
-  if (!request.messages.some((m) => m.media?.length)) return;
-  checkMediaInputs(await engine.resolve(request.model, ['chat']), request);
+  await checkChatMedia(engine, request);
   await loadChatMedia(request, policy, signal);
 }
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Command } from 'commander';
 import { chatCompletionFrom } from '../../api/chat.js';
 import { readFile } from 'node:fs/promises';
-import { chat, checkMediaInputs, collectChat, MEDIA_MARKER, type ChatMedia, type ChatMessage, type ChatRequest } from '../../core/tasks/chat.js';
+import { chat, checkChatMedia, collectChat, MEDIA_MARKER, type ChatMedia, type ChatMessage, type ChatRequest } from '../../core/tasks/chat.js';
 import { decodeChatMedia } from '../../core/tasks/chat-media.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
@@ -87,7 +87,7 @@ export function runCommand(): Command {
         process.once('SIGINT', () => controller.abort(new Error('interrupted')));
         const request = { model, messages, ...options };
         if (media.length) {
-          checkMediaInputs(await engine.resolve(model, ['chat']), request);
+          await checkChatMedia(engine, request);
           for (const item of media) await decodeChatMedia(item, (item.source as { bytes: Uint8Array }).bytes, controller.signal);
         }
         const deltas = chat(engine, request, controller.signal);

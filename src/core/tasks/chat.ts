@@ -143,20 +143,20 @@ export function checkMediaInputs(installed: InstalledModel, request: ChatRequest
   }
 }
 
+/** checkMediaInputs for the request's model, before anything loads; nothing to do for a request without media. */
+export async function checkChatMedia(engine: Engine, request: ChatRequest): Promise<void> {
+  if (request.messages.some((m) => m.media?.length)) checkMediaInputs(await engine.resolve(request.model, ['chat']), request);
+}
+
 /**
  * Runs one chat request. The model is leased only while the generation runs;
  * breaking out of the iteration (or aborting `signal`) stops generation and
  * frees the sequence.
  */
 export async function* chat(engine: Engine, request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
+  await checkChatMedia(engine, request);
   const lease = await engine.acquire<ChatModel>(request.model, ['chat'], { keepAliveMs: request.keepAliveMs });
   const model = lease.installed.id;
-  try {
-    checkMediaInputs(lease.installed, request);
-  } catch (error) {
-    lease.release();
-    throw error;
-  }
   // When the first generated text came: the decode rate is measured from there, so prompt evaluation is left out.
   let firstOutput: number | undefined;
   try {

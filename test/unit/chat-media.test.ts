@@ -8,6 +8,7 @@ import { MEDIA_MARKER, type ChatRequest } from '../../src/core/tasks/chat.js';
 import { loadChatMedia } from '../../src/http/chat-media.js';
 import { MODEL_IMAGE_PIXELS } from '../../src/core/tasks/chat-media.js';
 import { pngHeader } from '../helpers/png.js';
+import { encodeAudio } from '../../src/audio/encode/index.js';
 
 /**
  * Images and audio in chat turns: each API's parts become the turn's text
@@ -21,23 +22,9 @@ const png = (width: number, height: number, colour = '#3366cc') => sharp({ creat
 const dataUri = (bytes: Buffer, type = 'image/png') => `data:${type};base64,${bytes.toString('base64')}`;
 
 /** A 0.5 s 440 Hz tone as a 16-bit PCM WAV at `rate`. */
-function wav(rate = 8000, seconds = 0.5): Buffer {
-  const n = Math.round(rate * seconds);
-  const out = Buffer.alloc(44 + 2 * n);
-  out.write('RIFF', 0);
-  out.writeUInt32LE(36 + 2 * n, 4);
-  out.write('WAVEfmt ', 8);
-  out.writeUInt32LE(16, 16);
-  out.writeUInt16LE(1, 20);
-  out.writeUInt16LE(1, 22);
-  out.writeUInt32LE(rate, 24);
-  out.writeUInt32LE(rate * 2, 28);
-  out.writeUInt16LE(2, 32);
-  out.writeUInt16LE(16, 34);
-  out.write('data', 36);
-  out.writeUInt32LE(2 * n, 40);
-  for (let i = 0; i < n; i++) out.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / rate)), 44 + 2 * i);
-  return out;
+async function wav(rate = 8000, seconds = 0.5): Promise<Buffer> {
+  const tone = Float32Array.from({ length: Math.round(rate * seconds) }, (_, i) => 0.25 * Math.sin((2 * Math.PI * 440 * i) / rate));
+  return Buffer.from(await encodeAudio('wav', tone, rate));
 }
 
 function request(content: unknown): ChatRequest {
@@ -52,7 +39,7 @@ describe('media parts', () => {
       { type: 'image_url', image_url: { url: image, detail: 'low' } },
       { type: 'text', text: ' with ' },
       { type: 'image_url', image_url: 'https://example.com/b.png' },
-      { type: 'input_audio', input_audio: { data: wav().toString('base64'), format: 'wav' } },
+      { type: 'input_audio', input_audio: { data: (await wav()).toString('base64'), format: 'wav' } },
     ]);
     const user = chat.messages[1]!;
     expect(user.content).toBe(`Compare ${MEDIA_MARKER} with ${MEDIA_MARKER}${MEDIA_MARKER}`);
@@ -105,7 +92,7 @@ describe('loading media', () => {
       { type: 'image_url', image_url: { url: dataUri(await png(30, 20)) } },
       { type: 'image_url', image_url: { url: dataUri(await png(30, 20)) } },
       { type: 'image_url', image_url: { url: dataUri(await png(30, 20, '#cc3366')) } },
-      { type: 'input_audio', input_audio: { data: wav().toString('base64'), format: 'wav' } },
+      { type: 'input_audio', input_audio: { data: (await wav()).toString('base64'), format: 'wav' } },
     ]);
     await loadChatMedia(chat, policy);
     const [a, b, c, audio] = chat.messages[1]!.media!;

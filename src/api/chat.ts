@@ -215,6 +215,9 @@ export interface ChatCompletionUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** As OpenAI and llama.cpp's server report them: the prompt tokens the model's cache held, the completion tokens spent thinking. */
+  prompt_tokens_details: { cached_tokens: number };
+  completion_tokens_details: { reasoning_tokens: number };
 }
 
 export interface ChatCompletion {
@@ -255,7 +258,13 @@ export interface ChatCompletionChunk {
 export const SYSTEM_FINGERPRINT = 'fp_lserve_llama';
 
 export function usageOf(usage: ChatUsage): ChatCompletionUsage {
-  return { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens };
+  return {
+    prompt_tokens: usage.promptTokens,
+    completion_tokens: usage.completionTokens,
+    total_tokens: usage.promptTokens + usage.completionTokens,
+    prompt_tokens_details: { cached_tokens: usage.cachedPromptTokens },
+    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
+  };
 }
 
 /** The non-streamed response (HTTP and `lserve run --json`). */

@@ -113,18 +113,6 @@ export interface ChatModel extends LoadedModel {
   generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta>;
 }
 
-/**
- * Whether this build can feed images and audio to llama.cpp's multimodal
- * library. Not yet: node-llama-cpp releases no bindings for it, the binding
- * measured as a supervised child (@fugood/llama.node 1.7.15) is a generic
- * x86-64 build, 13.6× slower than llama-server at encoding an image on this
- * CPU and crashing its process on some bad input, and bindings of libmtmd in
- * lserve's own addon are not built yet. Until they are, a model registered
- * with its projector answers text, and a request with media is a 400 that
- * says so, never an answer that silently dropped them.
- */
-export const MEDIA_RUNTIME_BUILT = false;
-
 /** The kinds of media a model takes besides text (its catalog entry's `input`, read from its projector at pull). */
 export function mediaInputs(installed: InstalledModel): ReadonlySet<ChatMedia['kind']> {
   return new Set(installed.files.mmproj ? (installed.entry.input ?? []) : []);
@@ -134,10 +122,8 @@ export function mediaInputs(installed: InstalledModel): ReadonlySet<ChatMedia['k
 export function checkMediaInputs(installed: InstalledModel, request: ChatRequest): void {
   const takes = mediaInputs(installed);
   for (const item of request.messages.flatMap((m) => m.media ?? [])) {
-    if (takes.has(item.kind)) {
-      if (MEDIA_RUNTIME_BUILT) continue;
-      throw new UnsupportedError(`Model '${installed.id}' takes ${item.kind === 'image' ? 'images' : 'audio'}, but this build of lserve has no image or audio input yet: send text only.`, { param: item.param, code: 'no_media_runtime' });
-    }
+    // Whether this model's runtime has llama.cpp's multimodal library is known where it loads (no_media_runtime there).
+    if (takes.has(item.kind)) continue;
     const what = takes.size ? `text and ${[...takes].join(' and ')}` : 'text only';
     throw new InvalidRequestError(`Model '${installed.id}' takes ${what}: ${item.param} is ${item.kind === 'image' ? 'an image' : 'audio'}.`, { param: item.param, code: 'unsupported_input' });
   }

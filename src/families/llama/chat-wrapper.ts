@@ -1,4 +1,4 @@
-import { GeneralChatWrapper, LlamaText, resolveChatWrapper, type ChatWrapper, type ChatWrapperGeneratedContextState, type LlamaModel } from 'node-llama-cpp';
+import { GeneralChatWrapper, LlamaText, resolveChatWrapper, SpecialToken, type ChatWrapper, type ChatWrapperGeneratedContextState, type LlamaModel } from 'node-llama-cpp';
 
 /**
  * Chat wrappers (node-llama-cpp's renderers of a model's chat template) for
@@ -27,7 +27,7 @@ export class ChatWrappers {
     const key = `${variant.thinking}:${variant.effort}:${variant.requireFunctionCall}`;
     let wrapper = this.cache.get(key);
     if (!wrapper) {
-      wrapper = steerResponseStart(this.resolve(variant), variant);
+      wrapper = steerResponseStart(bosAsTheModelAsks(this.resolve(variant), this.model), variant);
       this.cache.set(key, wrapper);
     }
     return wrapper;
@@ -48,6 +48,25 @@ export class ChatWrappers {
     });
     return resolved ?? new GeneralChatWrapper();
   }
+}
+
+/**
+ * A leading BOS token only where the model's GGUF asks for one
+ * (tokenizer.ggml.add_bos_token), as llama.cpp's tokenizer and server do:
+ * several of node-llama-cpp's wrappers (ChatML's, which it picks for
+ * Qwen2-VL's template) begin every prompt with BOS, and a Qwen model then
+ * reads an <|endoftext|> that llama.cpp would not give it.
+ */
+function bosAsTheModelAsks(inner: ChatWrapper, model: LlamaModel): ChatWrapper {
+  if (model.tokens.bos == null || model.tokens.shouldPrependBosToken) return inner;
+  const wrapped = Object.create(inner) as ChatWrapper;
+  wrapped.generateContextState = (options): ChatWrapperGeneratedContextState => {
+    const state = inner.generateContextState.call(wrapped, options);
+    const [first, ...rest] = state.contextText.values;
+    if (!(first instanceof SpecialToken) || first.value !== 'BOS') return state;
+    return { ...state, contextText: LlamaText(rest) };
+  };
+  return wrapped;
 }
 
 /**

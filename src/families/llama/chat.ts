@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import {
   LlamaChat,
   TokenBias,
@@ -17,7 +18,7 @@ import {
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
-import type { ChatDelta, ChatModel, ChatRequest, FinishReason } from '../../core/tasks/chat.js';
+import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type FinishReason } from '../../core/tasks/chat.js';
 import { describeRuntime, loadGguf, threadsFor, vocabularySize } from '../../runtimes/llama/runtime.js';
 import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from '../../runtimes/llama/context-plan.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
@@ -25,6 +26,7 @@ import { QueueFullError, SlotPool } from './chat-slots.js';
 import { PushQueue } from '../../core/push-queue.js';
 import { ChatWrappers } from './chat-wrapper.js';
 import { installDecodeGate, type DecodeGate } from '../../runtimes/llama/decode-gate.js';
+import { MediaProjector, type RequestMedia } from '../../runtimes/llama/mtmd.js';
 
 /**
  * The llama.cpp chat backend: one model, one context with `parallel`
@@ -34,7 +36,8 @@ import { installDecodeGate, type DecodeGate } from '../../runtimes/llama/decode-
  * lock step (decode-gate.ts: each batch carries every generating sequence). A
  * sequence keeps its tokens between requests, and a request is given the
  * free sequence that already holds most of its conversation, so the next
- * turn only evaluates what is new.
+ * turn only evaluates what is new. A model registered with its projector
+ * takes images and audio in user turns (runtimes/llama/mtmd.ts).
  */
 
 interface Slot {
@@ -57,13 +60,14 @@ export class LlamaChatModel implements ChatModel {
     private readonly pool: SlotPool<Slot>,
     private readonly gate: DecodeGate,
     private readonly defaults: { temperature?: number; contextBytes: number },
+    private readonly projector?: MediaProjector,
   ) {
     this.wrappers = new ChatWrappers(model);
   }
 
   get memoryBytes(): number {
     // context.stateSize is 0 until tokens are evaluated, but the KV cache is allocated whole at creation.
-    return this.model.size + Math.max(this.context.stateSize, this.defaults.contextBytes);
+    return this.model.size + Math.max(this.context.stateSize, this.defaults.contextBytes) + (this.projector?.bytes ?? 0);
   }
 
   get contextSize(): number {
@@ -77,13 +81,37 @@ export class LlamaChatModel implements ChatModel {
 
   async dispose(): Promise<void> {
     this.pool.rejectAll(new OverloadedError('The model was unloaded while this request waited.'));
+    await this.projector?.dispose();
     await this.context.dispose();
     await this.model.dispose();
   }
 
   async *generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    const media = await this.prepareMedia(request);
+    try {
+      yield* this.generateWith(request, media, signal);
+    } finally {
+      media?.release();
+    }
+  }
+
+  /** The request's images and audio, tokenized for the model; undefined for a text-only request. */
+  private async prepareMedia(request: ChatRequest): Promise<RequestMedia | undefined> {
+    const first = request.messages.flatMap((m) => m.media ?? [])[0];
+    if (!first) return undefined;
+    if (!this.projector) {
+      throw new UnsupportedError(
+        `This build of lserve has no image or audio input here: llama.cpp's multimodal library comes with lserve's own llama.cpp binary for linux-x64, and model '${request.model}' runs on another (LSERVE_LLAMA_BUILD, or another platform). Send text only.`,
+        { param: first.param, code: 'no_media_runtime' },
+      );
+    }
+    return this.projector.prepare(request.messages, MEDIA_MARKER);
+  }
+
+  private async *generateWith(request: ChatRequest, media: RequestMedia | undefined, signal: AbortSignal): AsyncIterable<ChatDelta> {
     // Everything that can reject the request happens before it takes a sequence.
-    const history = toChatHistory(request.messages);
+    const messages = media ? request.messages.map((m, i) => ({ ...m, content: media.contents[i]! })) : request.messages;
+    const history = toChatHistory(messages);
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== 'none';
     const functions = useTools ? this.functionsFor(request) : undefined;
     const grammar = await this.grammarFor(request, functions !== undefined);
@@ -95,7 +123,8 @@ export class LlamaChatModel implements ChatModel {
     const prompt = wrapper
       .generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true })
       .contextText.tokenize(this.model.tokenizer);
-    const promptTokens = prompt.length;
+    // KV cells, which is what the context holds and what llama.cpp's server counts: a media item's embeddings, not its positions.
+    const promptTokens = prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
     const room = this.context.contextSize - promptTokens;
     if (room <= 0) {
       throw new InvalidRequestError(`The conversation is ${promptTokens} tokens; this model's context holds ${this.context.contextSize}.`, {
@@ -104,7 +133,7 @@ export class LlamaChatModel implements ChatModel {
       });
     }
     const tokenBias = this.tokenBiasFor(request);
-    const fingerprints = request.messages.map(fingerprint);
+    const fingerprints = request.messages.map((m, i) => fingerprint(m, media?.hashes[i]));
 
     let slot: Slot;
     try {
@@ -114,7 +143,8 @@ export class LlamaChatModel implements ChatModel {
       if (error instanceof QueueFullError) throw new OverloadedError();
       throw error;
     }
-    const cachedPromptTokens = reusedTokens(slot.sequence, prompt);
+    const reused = reusedTokens(slot.sequence, prompt);
+    const cachedPromptTokens = reused + (this.projector?.extraCellsIn(prompt.slice(0, reused)) ?? 0);
     const stop = new AbortController();
     const abort = AbortSignal.any([signal, stop.signal]);
     const queue = new PushQueue<ChatDelta>();
@@ -285,8 +315,9 @@ function reusedTokens(sequence: LlamaContextSequence, prompt: Token[]): number {
   return Math.max(0, Math.min(sequence.compareContextTokens(prompt).firstDifferentIndex, prompt.length - 1));
 }
 
-function fingerprint(message: { role: string; content: string; toolCalls?: unknown; toolCallId?: string }): string {
-  return JSON.stringify([message.role, message.content, message.toolCalls ?? null, message.toolCallId ?? null]);
+/** A message as the prompt cache tells messages apart: its images and audio by the hash of their decoded content. */
+function fingerprint(message: { role: string; content: string; toolCalls?: unknown; toolCallId?: string }, media?: readonly string[]): string {
+  return JSON.stringify([message.role, message.content, message.toolCalls ?? null, message.toolCallId ?? null, ...(media?.length ? [media] : [])]);
 }
 
 /**
@@ -396,11 +427,35 @@ export const chatLoader: Loader<LlamaChatModel> = {
     } else {
       log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
     }
+    let projector: MediaProjector | undefined;
+    try {
+      projector = await loadProjector(installed, model, context, options);
+    } catch (error) {
+      await context.dispose();
+      await model.dispose();
+      throw error;
+    }
     const slots: Slot[] = Array.from({ length: parallel }, (_, index) => ({ index, sequence: context.getSequence(), held: [], lastUsed: 0 }));
     const temperature = installed.entry.defaults.temperature;
+    // The decode gate goes on after the projector's hook, so that it wraps it and sees whole requests.
     return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), installDecodeGate(context), {
       temperature: typeof temperature === 'number' ? temperature : undefined,
       contextBytes: plan.bytes * (context.contextSize / plan.contextSize),
-    });
+    }, projector);
   },
 };
+
+/** The model's projector (its mmproj file) on llama.cpp's multimodal library, where the binary has it; logs what the model takes. */
+async function loadProjector(installed: InstalledModel, model: LlamaModel, context: LlamaContext, options: LoadOptions): Promise<MediaProjector | undefined> {
+  const file = installed.files.mmproj;
+  if (!file) return undefined;
+  const log = options.log ?? (() => {});
+  const projector = await MediaProjector.load(model, file, threadsFor(options) ?? model.llama.cpuMathCores);
+  if (!projector) {
+    log(`${installed.id}: this llama.cpp binary (${describeRuntime(model.llama)}) has no multimodal library: the model answers text only`);
+    return undefined;
+  }
+  await projector.installDecode(context);
+  log(`${installed.id}: projector ${path.basename(file)} loaded: takes ${['text', ...projector.takes].join(', ')}`);
+  return projector;
+}

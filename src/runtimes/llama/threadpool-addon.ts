@@ -15,10 +15,14 @@ import { fileURLToPath } from 'node:url';
  * ggml start and join a fresh threadpool for every decode, which costs
  * ≈ 20 % of single-stream speed (bench/README.md).
  *
- * Only the addon's ≈ 20 C++ files are compiled — about a minute on 2 cores,
- * never llama.cpp itself — from the sources node-llama-cpp ships (its addon
- * folder, and headers from its bundled llama.cpp git bundle). It needs a C++
- * compiler, git and Node's headers. The result lives under the lserve home,
+ * It also carries lserve's binding of llama.cpp's multimodal library
+ * (lserveMtmd.cpp: images and audio in chat, runtimes/llama/mtmd.ts), with
+ * that library's own sources (tools/mtmd, vendor/hash) compiled in.
+ *
+ * Only the addon's ≈ 20 C++ files and libmtmd's ≈ 55 are compiled — about
+ * two minutes on 2 cores, never llama.cpp itself — from the sources
+ * node-llama-cpp ships (its addon folder, and its bundled llama.cpp git
+ * bundle). It needs a C++ compiler, git and Node's headers. The result lives under the lserve home,
  * keyed by everything it was built from, so an upgrade of node-llama-cpp
  * builds afresh. Where lserve ships the addon for the platform
  * (shipped-addon.ts), the shipped file is put in the same place instead and
@@ -26,8 +30,10 @@ import { fileURLToPath } from 'node:url';
  */
 
 const PATCH = fileURLToPath(new URL('../../../scripts/llama/threadpool.patch', import.meta.url));
-/** Headers the addon includes, from the bundled llama.cpp source. */
-const HEADER_DIRS = ['include', 'common', 'ggml/include', 'src', 'vendor'];
+/** lserve's libmtmd binding, copied into the addon folder (the patch registers it). */
+const MTMD_BINDING = fileURLToPath(new URL('../../../scripts/llama/lserveMtmd.cpp', import.meta.url));
+/** What the build reads from the bundled llama.cpp source: the headers the addon includes, libmtmd's sources. */
+const SOURCE_DIRS = ['include', 'common', 'ggml/include', 'src', 'vendor', 'tools/mtmd'];
 /** The prebuilt CPU variants are loaded by ggml at run time; the addon links the rest. */
 const CPU_VARIANT = /^libggml-cpu-.*\.so$/;
 
@@ -75,6 +81,7 @@ function hashSources(sources: AddonSources): string {
   hash.update(`${sources.nodeLlamaCppVersion}\0${process.platform}-${process.arch}\0`);
   hash.update(readFileSync(path.join(sources.binsDir, 'llama-addon.node')));
   hash.update(readFileSync(PATCH));
+  hash.update(readFileSync(MTMD_BINDING));
   return hash.digest('hex').slice(0, 16);
 }
 
@@ -146,30 +153,31 @@ export async function buildThreadpoolAddon(home: string, progress: BuildProgress
     progress('reading llama.cpp headers from the bundled source');
     const source = path.join(work, 'llama.cpp');
     await run('git', ['clone', '--quiet', '--no-checkout', path.join(sources.llamaDir, 'gitRelease.bundle'), source]);
-    await run('git', ['-C', source, 'checkout', '--quiet', 'HEAD', '--', ...HEADER_DIRS]);
+    await run('git', ['-C', source, 'checkout', '--quiet', 'HEAD', '--', ...SOURCE_DIRS]);
 
     const addon = path.join(work, 'addon-src');
     await cp(path.join(sources.llamaDir, 'addon'), path.join(addon, 'llama', 'addon'), { recursive: true });
     // Its own repository, so that git applies the patch here even when the home lies inside another work tree.
     await run('git', ['init', '--quiet'], addon);
     await run('git', ['apply', '-p1', PATCH], addon);
+    await cp(MTMD_BINDING, path.join(addon, 'llama', 'addon', path.basename(MTMD_BINDING)));
 
-    const files = listSources(path.join(addon, 'llama', 'addon'));
-    const includes = [nodeHeaders()!, nodeAddonApiDir(sources), source, ...HEADER_DIRS.map((d) => path.join(source, d))].map((d) => `-I${d}`);
-    const flags = ['-c', '-O2', '-DNDEBUG', '-fPIC', '-std=c++17', '-fexceptions', '-DNAPI_VERSION=7', ...includes];
+    const includes = [nodeHeaders()!, nodeAddonApiDir(sources), source, ...SOURCE_DIRS.map((d) => path.join(source, d))].map((d) => `-I${d}`);
+    const addonFlags = ['-O2', '-DNDEBUG', '-fPIC', '-std=c++17', '-fexceptions', '-DNAPI_VERSION=7', ...includes];
+    const units = [...listSources(path.join(addon, 'llama', 'addon')).map((file) => ({ file, flags: addonFlags })), ...mtmdUnits(source)];
     const objects: string[] = [];
     let done = 0;
-    await inParallel(files, os.availableParallelism(), async (file) => {
-      const object = path.join(work, `${objects.length}-${path.basename(file, '.cpp')}.o`);
+    await inParallel(units, os.availableParallelism(), async ({ file, flags }) => {
+      const object = path.join(work, `${objects.length}-${path.basename(file).replace(/\.\w+$/, '')}.o`);
       objects.push(object);
-      await run(compiler(), [...flags, file, '-o', object], undefined, true);
-      progress(`compiled ${++done}/${files.length} addon sources`);
+      await run(compiler(), ['-c', ...flags, file, '-o', object], undefined, true);
+      progress(`compiled ${++done}/${units.length} sources`);
     });
 
     const libraries = readdirSync(sources.binsDir).filter((f) => f.endsWith('.so') && !CPU_VARIANT.test(f));
     // Linked as the prebuilt addon is: its libraries found beside it ($ORIGIN), the system's C++ runtime
     // (which those libraries load anyway), no symbols — small enough to ship (shipped-addon.ts).
-    await run(compiler(), ['-shared', '-s', '-o', path.join(work, 'llama-addon.node'), ...objects, `-L${sources.binsDir}`, ...libraries.map((l) => `-l:${l}`), '-Wl,-rpath,$ORIGIN']);
+    await run(compiler(), ['-shared', '-s', '-o', path.join(work, 'llama-addon.node'), ...objects, `-L${sources.binsDir}`, ...libraries.map((l) => `-l:${l}`), '-Wl,-rpath,$ORIGIN', '-pthread']);
     await rm(source, { recursive: true, force: true });
     await rm(addon, { recursive: true, force: true });
     for (const object of objects) await rm(object, { force: true });
@@ -197,6 +205,28 @@ export async function publishAddonDir(work: string, finalDir: string, sources: A
 /** The prebuilt binaries' build description, which node-llama-cpp reads for the addon it loads. */
 export async function buildMetadataOf(addonPath: string): Promise<unknown> {
   return JSON.parse(await readFile(path.join(path.dirname(addonPath), '_nlcBuildMetadata.json'), 'utf8'));
+}
+
+/**
+ * libmtmd's compile units, as its CMake files list them (tools/mtmd's
+ * `add_library(mtmd …)`, vendor/hash's sources): read from the bundled
+ * source, so that a node-llama-cpp upgrade that adds a model file builds it.
+ */
+export function mtmdUnits(source: string): Array<{ file: string; flags: string[] }> {
+  const mtmd = path.join(source, 'tools', 'mtmd');
+  const listed = /add_library\(mtmd\s([^)]*)\)/.exec(readFileSync(path.join(mtmd, 'CMakeLists.txt'), 'utf8'))?.[1];
+  const files = listed?.split(/\s+/).filter((f) => f.endsWith('.cpp')) ?? [];
+  if (files.length === 0) throw new Error(`no libmtmd sources listed in ${path.join(mtmd, 'CMakeLists.txt')}`);
+  const common = ['-O2', '-DNDEBUG', '-fPIC', '-pthread'];
+  const hash = path.join(source, 'vendor', 'hash');
+  const includes = ['tools/mtmd', 'include', 'ggml/include', 'vendor'].map((d) => `-I${path.join(source, d)}`);
+  return [
+    ...files.map((f) => ({ file: path.join(mtmd, f), flags: [...common, '-std=c++17', '-Wno-cast-qual', ...includes] })),
+    { file: path.join(hash, 'hash.cpp'), flags: [...common, '-std=c++17', `-I${hash}`, ...includes] },
+    // Third-party C, warnings off as its CMake file has them; sha1.c is C++ there (it lives in a namespace).
+    ...['xxhash/xxhash.c', 'sha256/sha256.c'].map((f) => ({ file: path.join(hash, f), flags: [...common, '-x', 'c', '-w', `-I${hash}`] })),
+    { file: path.join(hash, 'sha1', 'sha1.c'), flags: [...common, '-x', 'c++', '-std=c++17', '-w', `-I${hash}`] },
+  ];
 }
 
 function compiler(env = process.env): string {

@@ -26,9 +26,13 @@ export interface LlamaServer {
   stop(): Promise<void>;
 }
 
-export async function startLlamaServer(bin: string, model: string, options: { threads: number; parallel: number; port: number; contextPerSlot: number }): Promise<LlamaServer> {
-  const args = ['-m', model, '-t', String(options.threads), '-np', String(options.parallel), '-c', String(options.contextPerSlot * options.parallel), '--host', '127.0.0.1', '--port', String(options.port), '--no-webui'];
-  const child: ChildProcess = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+export async function startLlamaServer(
+  bin: string,
+  model: string,
+  options: { threads: number; parallel: number; port: number; contextPerSlot: number; args?: string[]; env?: NodeJS.ProcessEnv },
+): Promise<LlamaServer> {
+  const args = ['-m', model, '-t', String(options.threads), '-np', String(options.parallel), '-c', String(options.contextPerSlot * options.parallel), '--host', '127.0.0.1', '--port', String(options.port), '--no-webui', ...(options.args ?? [])];
+  const child: ChildProcess = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...options.env } });
   let log = '';
   child.stderr?.on('data', (d: Buffer) => {
     log = (log + d.toString()).slice(-4000);

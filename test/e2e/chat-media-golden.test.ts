@@ -3,6 +3,7 @@ import OpenAI from 'openai';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { shippedAddonFor } from '../../src/runtimes/llama/shipped-addon.js';
 import { addonSources } from '../../src/runtimes/llama/threadpool-addon.js';
@@ -116,15 +117,26 @@ describe.skipIf(!shipped)('Qwen2-VL golden model, images through the server (nee
   it('the Anthropic SDK sends an image block and gets the same answer', async () => {
     const c = reference.cases[2]!;
     const anthropic = new Anthropic({ baseURL: `${server.url}/v1/anthropic`, apiKey: 'unused', maxRetries: 0 });
+    // Greedy; this SDK version's types have no temperature, the Messages API and lserve do.
+    const greedy = { temperature: 0 };
     const message = await anthropic.messages.create({
       model: MODEL,
       system: SYSTEM,
       max_tokens: c.tokens.length,
-      temperature: 0,
+      ...greedy,
       messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: readFileSync(golden(c.image)).toString('base64') } }, { type: 'text', text: c.prompt }] }],
     });
     expect(message.content).toEqual([expect.objectContaining({ type: 'text', text: c.text })]);
     expect(message.usage.input_tokens).toBe(c.prompt_ids.length);
+  }, 60_000);
+
+  it('`lserve run --image` prints the same answer', async () => {
+    const c = reference.cases[0]!;
+    const res = await runCli(['--home', server.home, 'run', MODEL, c.prompt, '--image', golden(c.image), '--system', SYSTEM, '--temperature', '0', '--max-tokens', String(c.tokens.length), '--threads', '1'], {
+      env: { LSERVE_LLAMA_BUILD: 'threadpool' },
+    });
+    expect(res.stderr).toBe('');
+    expect(res.stdout).toBe(`${c.text}\n`);
   }, 60_000);
 
   it('the Responses API takes input_image', async () => {

@@ -122,6 +122,8 @@ export interface ModelInfo {
   id: string;
   kind: string;
   loaded: boolean;
+  /** Chat models: what their messages may carry ('text', 'image', 'audio'). */
+  architecture?: { input_modalities: string[] };
 }
 
 let models: ModelInfo[] = [];

@@ -1,4 +1,4 @@
-/** Microphone capture as PCM16, WAV files, and playing PCM as it streams in. */
+/** Microphone capture as PCM16, WAV files, playing PCM as it streams in, and the length of a clip. */
 
 export interface Capture {
   readonly sampleRate: number;
@@ -134,4 +134,15 @@ export class PcmPlayer {
     for (const s of this.sources) s.stop();
     if (this.context.state !== 'closed') await this.context.close();
   }
+}
+
+/** The length of the audio at `url` as the browser reads it; undefined when it cannot. */
+export function audioSeconds(url: string): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const audio = new Audio();
+    audio.preload = 'metadata';
+    audio.onloadedmetadata = () => resolve(Number.isFinite(audio.duration) ? audio.duration : undefined);
+    audio.onerror = () => resolve(undefined);
+    audio.src = url;
+  });
 }

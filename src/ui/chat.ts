@@ -2,16 +2,15 @@
  * Chat: streamed completions (POST /v1/chat/completions, stream: true),
  * reasoning folded, a stop button. With "Responses API" on, each turn is a
  * POST /v1/responses that continues the last stored response
- * (previous_response_id) instead of resending the conversation.
+ * (previous_response_id) instead of resending the conversation. A user
+ * message may carry images and audio clips (chat-attach.ts); they stay in the
+ * conversation, so later turns resend them.
  */
 import { bindModelSelect, call, errorText } from './api.js';
+import { mediaView, setupAttachments } from './chat-attach.js';
+import { messagesOf, type Attachment, type Turn } from './chat-media.js';
 import { completionPieces, responsePieces, type Outcome } from './chat-stream.js';
 import { $, h, numberOrUndefined, setStatus } from './dom.js';
-
-interface Turn {
-  role: 'user' | 'assistant';
-  content: string;
-}
 
 export function setupChat(): void {
   const model = $<HTMLSelectElement>('#chat-model');
@@ -41,11 +40,13 @@ export function setupChat(): void {
     seed.disabled = responses.checked;
   });
 
+  const attachments = setupAttachments(model, () => (responses.checked ? 'responses' : 'chat'), () => history.flatMap((t) => t.attachments ?? []), status);
+
   const scroll = () => (log.scrollTop = log.scrollHeight);
-  const bubble = (role: string, text = '') => {
+  const bubble = (role: string, text = '', media: readonly Attachment[] = []) => {
     log.querySelector('.empty')?.remove();
     const content = h('div.content', { text });
-    const node = h('div.msg', {}, h('div.who', { text: role }), content);
+    const node = h('div.msg', {}, h('div.who', { text: role }), content, mediaView(media));
     node.classList.add(role);
     log.append(node);
     scroll();
@@ -66,13 +67,12 @@ export function setupChat(): void {
       ...(responses.checked
         ? {
             instructions: system || undefined,
-            // Continuing a stored response, only the new message; otherwise the conversation on screen.
-            input: previousId || history.length === 1 ? history.at(-1)!.content : history,
+            input: responsesInput(),
             previous_response_id: previousId,
             max_output_tokens: maxTokens,
           }
         : {
-            messages: [...(system ? [{ role: 'system', content: system }] : []), ...history],
+            messages: [...(system ? [{ role: 'system', content: system }] : []), ...messagesOf(history, 'chat')],
             stream_options: { include_usage: true },
             max_tokens: maxTokens,
             seed: numberOrUndefined(seed),
@@ -93,12 +93,22 @@ export function setupChat(): void {
     return request;
   };
 
+  /** Continuing a stored response, only the new message (a string when it is text alone); otherwise the conversation on screen. */
+  const responsesInput = () => {
+    if (!previousId && history.length > 1) return messagesOf(history, 'responses');
+    const [last] = messagesOf(history.slice(-1), 'responses');
+    return typeof last!.content === 'string' ? last!.content : [last];
+  };
+
   const ask = async () => {
     const text = input.value.trim();
-    if (!text || running || !model.value) return;
+    if ((!text && !attachments.pending) || running || !model.value) return;
+    const refused = attachments.problem();
+    if (refused) return setStatus(status, refused, 'error');
     input.value = '';
-    history.push({ role: 'user', content: text });
-    bubble('user', text);
+    const media = attachments.take();
+    history.push({ role: 'user', content: text, attachments: media });
+    bubble('user', text, media);
     const answer = bubble('assistant');
     answer.node.dataset.streaming = 'true';
     let reasoning: { details: HTMLDetailsElement; summary: HTMLElement; text: HTMLElement } | undefined;
@@ -187,6 +197,7 @@ export function setupChat(): void {
   stop.addEventListener('click', () => running?.abort());
   $('#chat-clear').addEventListener('click', () => {
     running?.abort();
+    attachments.clear();
     history.length = 0;
     setPrevious(undefined);
     log.replaceChildren(h('p.empty.muted', { text: 'Messages stream here. Enter sends, Shift+Enter adds a line.' }));

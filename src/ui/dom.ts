@@ -77,6 +77,11 @@ export function fileDrop(zone: HTMLElement, input: HTMLInputElement, onFile: (fi
     if (file) onFile(file);
     input.value = '';
   });
+  dropFiles(zone, (files) => onFile(files[0]!));
+}
+
+/** Makes `zone` take files dragged onto it (marked with the class `over` meanwhile); calls `onFiles` with them. */
+export function dropFiles(zone: HTMLElement, onFiles: (files: File[]) => void): void {
   zone.addEventListener('dragover', (e) => {
     e.preventDefault();
     zone.classList.add('over');
@@ -85,8 +90,8 @@ export function fileDrop(zone: HTMLElement, input: HTMLInputElement, onFile: (fi
   zone.addEventListener('drop', (e) => {
     e.preventDefault();
     zone.classList.remove('over');
-    const file = e.dataTransfer?.files[0];
-    if (file) onFile(file);
+    const files = [...(e.dataTransfer?.files ?? [])];
+    if (files.length) onFiles(files);
   });
 }
 

@@ -12,6 +12,7 @@ import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
 import { tinyZipformerModel } from '../fixtures/onnx/zipformer.js';
 import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
 import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
+import { writeProjectorGguf, writeTextModelGguf } from '../fixtures/gguf/mmproj.js';
 import { CHAT_MODEL_ID, NEVER_END, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
 import { startMirror, testBytes, writeCatalog, type Mirror } from '../helpers/hf-mirror.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -21,7 +22,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
  * package, or CHROMIUM_PATH) driven by playwright-core against the real
  * server on the synthetic models. Every panel does its job end to end through
  * the public API — chat streams (reasoning folded, stop; by chat completions
- * or the Responses API), a file and the fake microphone (Chromium plays a WAV
+ * or the Responses API; pictures attached for a model that takes them), a file and the fake microphone (Chromium plays a WAV
  * as its capture device) transcribe, speech
  * plays while it streams in all three voice modes, images generate, an edit
  * with a mask painted by the mouse comes back, OCR draws its boxes, a pull
@@ -46,6 +47,7 @@ type HTMLDetailsElement = any;
 
 const ARTIFACTS = fileURLToPath(new URL('../.artifacts/', import.meta.url));
 const SPEECH_WAV = fileURLToPath(new URL('../fixtures/audio/speech.wav', import.meta.url));
+const golden = (file: string) => fileURLToPath(new URL(`../golden/qwen2-vl/${file}`, import.meta.url));
 const REPO = 'test-org/playground';
 
 /** The browser to drive: CHROMIUM_PATH, else the first Chromium or Chrome on PATH. */
@@ -91,6 +93,12 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
     const store = server.engine.store;
     const { tinyQwen3TtsModel } = await import('../fixtures/onnx/qwen3-tts.js');
     await store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+    // A Qwen2-VL with its projector: /v1/models lists it as taking images.
+    await store.registerLocal(golden('model.gguf'), { kind: 'chat', id: 'qwen2-vl-tiny', mmproj: golden('mmproj.gguf') });
+    // Headers only, listed as taking images and audio: never sent a request (it could not load).
+    writeTextModelGguf(path.join(dir, 'omni.gguf'), 'qwen2vl', 2048);
+    writeProjectorGguf(path.join(dir, 'omni-mmproj.gguf'), { vision: true, audio: true, width: 2048 });
+    await store.registerLocal(path.join(dir, 'omni.gguf'), { kind: 'chat', id: 'omni-listed', mmproj: path.join(dir, 'omni-mmproj.gguf') });
     await store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-test' });
     await store.registerDirectory(await tinyZipformerModel(), { kind: 'asr-stream', id: 'zipformer-test' });
     await store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
@@ -277,6 +285,122 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
       await page.uncheck('#chat-responses');
     }
   }, 90_000);
+
+  it("chat attachments: offered by the model's input_modalities; a picked and a pasted picture, one removed, the other sent as an image_url part; a dropped clip's chip", async () => {
+    const sent: Array<{ messages: Array<{ role: string; content: unknown }> }> = [];
+    const answered: Array<{ status: number; error?: string }> = [];
+    const onRequest = (request: import('playwright-core').Request) => {
+      if (request.method() === 'POST' && new URL(request.url()).pathname === '/v1/chat/completions') sent.push(request.postDataJSON() as (typeof sent)[number]);
+    };
+    const onResponse = async (response: import('playwright-core').Response) => {
+      if (response.request().method() !== 'POST' || new URL(response.url()).pathname !== '/v1/chat/completions') return;
+      answered.push({ status: response.status(), error: response.ok() ? undefined : ((await response.json()) as { error: { message: string } }).error.message });
+    };
+    page.on('request', onRequest);
+    page.on('response', onResponse);
+    try {
+      await open('chat');
+      await page.click('#chat-clear');
+      await page.fill('#chat-system', '');
+      await page.fill('#chat-extra', '');
+      await page.fill('#chat-max-tokens', '4');
+      // A text-only model: no attaching, and the tooltip says why.
+      await page.selectOption('#chat-model', CHAT_MODEL_ID);
+      expect(await page.isDisabled('#chat-attach')).toBe(true);
+      expect(await page.getAttribute('#chat-attach-tip', 'title')).toBe(`${CHAT_MODEL_ID} takes text only`);
+
+      await page.selectOption('#chat-model', 'qwen2-vl-tiny');
+      expect(await page.isDisabled('#chat-attach')).toBe(false);
+      expect(await page.getAttribute('#chat-attach-tip', 'title')).toMatch(/^Attach image /);
+      expect(await page.getAttribute('#chat-file', 'accept')).toBe('image/*');
+      // Audio is refused for it, with the reason; so is a file that is no picture.
+      const note = path.join(dir, 'note.txt');
+      await writeFile(note, 'not a picture');
+      await page.setInputFiles('#chat-file', note);
+      await page.locator('#chat-status[data-kind="error"]').waitFor();
+      expect(await page.textContent('#chat-status')).toBe('note.txt is neither an image nor a WAV or MP3 clip.');
+      await page.setInputFiles('#chat-file', SPEECH_WAV);
+      await page.waitForFunction(() => /cannot read audio/.test(document.querySelector('#chat-status')?.textContent ?? ''));
+      expect(await page.textContent('#chat-status')).toBe('qwen2-vl-tiny cannot read audio (it takes image): remove them, or clear the chat if earlier turns carry them, or pick a model that takes audio.');
+      expect(await page.isHidden('#chat-attachments')).toBe(true);
+
+      const picked = await sharp({ create: { width: 16, height: 12, channels: 3, background: '#3366cc' } }).png().toBuffer();
+      const file = path.join(dir, 'blue.png');
+      await writeFile(file, picked);
+      await page.setInputFiles('#chat-file', file);
+      await page.locator('#chat-attachments .attachment img').waitFor();
+      expect(await page.textContent('#chat-status')).toBe('');
+      // Pasted into the message box: a second one.
+      const pasted = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#cc3333' } }).png().toBuffer();
+      await page.evaluate((base64) => {
+        const bytes = Uint8Array.from(atob(base64), (c: string) => c.charCodeAt(0));
+        const data = new window.DataTransfer();
+        data.items.add(new window.File([bytes], 'red.png', { type: 'image/png' }));
+        document.querySelector('#chat-input').dispatchEvent(new window.ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+      }, pasted.toString('base64'));
+      await page.locator('#chat-attachments .attachment >> nth=1').waitFor();
+      expect(await page.locator('#chat-attachments img').evaluateAll((imgs) => imgs.map((i) => (i as HTMLImageElement).alt))).toEqual(['blue.png', 'red.png']);
+      await shot('chat-attachments');
+      await page.click('#chat-attachments button[aria-label="remove red.png"]');
+      expect(await page.locator('#chat-attachments .attachment').count()).toBe(1);
+
+      await page.fill('#chat-input', 'What colour is this?');
+      await page.press('#chat-input', 'Enter');
+      await page.locator('.msg.assistant[data-done]').waitFor({ timeout: 30_000 });
+      const image = { type: 'image_url', image_url: { url: `data:image/png;base64,${picked.toString('base64')}` } };
+      expect(sent).toHaveLength(1);
+      expect(sent[0]!.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'What colour is this?' }, image] }]);
+      // The tray emptied into the message; its bubble shows the picture.
+      expect(await page.isHidden('#chat-attachments')).toBe(true);
+      expect(await page.getAttribute('.msg.user .attachments img', 'src')).toBe(image.image_url.url);
+      expect(answered).toHaveLength(1);
+      const answer = page.locator('.msg.assistant');
+      if (answered[0]!.status !== 200) {
+        // A build without the media runtime refuses it: the panel shows the server's message.
+        expect(answered[0]!.status).toBe(400);
+        expect(await answer.getAttribute('class')).toContain('error');
+        expect(await answer.locator('.content').textContent()).toBe(answered[0]!.error);
+        expect(await page.textContent('#chat-status')).toBe(answered[0]!.error);
+      } else {
+        // Answered: the next turn resends the picture with the conversation.
+        expect(((await answer.locator('.content').textContent()) ?? '').length).toBeGreaterThan(0);
+        await page.fill('#chat-input', 'Are you sure?');
+        await page.press('#chat-input', 'Enter');
+        await page.locator('.msg.assistant >> nth=1').and(page.locator('[data-done]')).waitFor({ timeout: 30_000 });
+        expect(sent[1]!.messages[0]).toEqual(sent[0]!.messages[0]);
+        expect(sent[1]!.messages.at(-1)).toEqual({ role: 'user', content: 'Are you sure?' });
+      }
+
+      // A model that takes audio: a clip dropped onto the chat shows as a chip with its name and length.
+      await page.click('#chat-clear');
+      await page.selectOption('#chat-model', 'omni-listed');
+      expect(await page.getAttribute('#chat-file', 'accept')).toBe('image/*,audio/wav,audio/mpeg,.wav,.mp3');
+      await page.evaluate((base64) => {
+        const bytes = Uint8Array.from(atob(base64), (c: string) => c.charCodeAt(0));
+        const data = new window.DataTransfer();
+        data.items.add(new window.File([bytes], 'speech.wav', { type: 'audio/wav' }));
+        document.querySelector('#chat-log').dispatchEvent(new window.DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true }));
+      }, (await readFile(SPEECH_WAV)).toString('base64'));
+      // speech.wav is 4.19 s long.
+      await page.waitForFunction(() => document.querySelector('#chat-attachments .attachment span')?.textContent === '♪ speech.wav · 0:04.2');
+      // Switched to a text-only model, it cannot go: the reason shows and nothing is sent.
+      const requests = sent.length;
+      await page.selectOption('#chat-model', CHAT_MODEL_ID);
+      expect(await page.isDisabled('#chat-attach')).toBe(true);
+      await page.fill('#chat-input', 'Hear this?');
+      await page.press('#chat-input', 'Enter');
+      expect(await page.textContent('#chat-status')).toMatch(new RegExp(`^${CHAT_MODEL_ID} cannot read audio \\(it takes text only\\)`));
+      expect(await page.inputValue('#chat-input')).toBe('Hear this?');
+      expect(sent).toHaveLength(requests);
+      await page.click('#chat-attachments button[aria-label="remove speech.wav"]');
+      expect(await page.isHidden('#chat-attachments')).toBe(true);
+      await page.fill('#chat-input', '');
+    } finally {
+      page.off('request', onRequest);
+      page.off('response', onResponse);
+      await page.click('#chat-clear');
+    }
+  }, 60_000);
 
   it('speech to text: a file gives text (with segments), the fake microphone gives live text over the WebSocket', async () => {
     await open('transcribe');

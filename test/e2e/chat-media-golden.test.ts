@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { readFileSync } from 'node:fs';
+import sharp from 'sharp';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -128,6 +129,22 @@ describe.skipIf(!shipped)('Qwen2-VL golden model, images through the server (nee
     });
     expect(message.content).toEqual([expect.objectContaining({ type: 'text', text: c.text })]);
     expect(message.usage.input_tokens).toBe(c.prompt_ids.length);
+  }, 60_000);
+
+  it('takes images of any shape the decoder lets through, and media it cannot use are a 400, the server serving on', async () => {
+    const png = async (width: number, height: number, channels: 3 | 4) =>
+      `data:image/png;base64,${(await sharp({ create: { width, height, channels, background: '#3366cc80' } }).png().toBuffer()).toString('base64')}`;
+    const user = (part: OpenAI.ChatCompletionContentPart) => [{ role: 'user' as const, content: [part, { type: 'text' as const, text: 'What?' }] }];
+    for (const [width, height, channels] of [[1, 1, 3], [1, 3000, 3], [3000, 1, 3], [50, 50, 4]] as const) {
+      const answer = await client.chat.completions.create({ model: MODEL, messages: user({ type: 'image_url', image_url: { url: await png(width, height, channels) } }), max_tokens: 2, temperature: 0 });
+      expect({ width, height, tokens: answer.usage!.completion_tokens }).toEqual({ width, height, tokens: 2 });
+    }
+    // An image too large for this model's 4096-token context is the context error, before anything is decoded.
+    const huge = client.chat.completions.create({ model: MODEL, messages: user({ type: 'image_url', image_url: { url: await png(2000, 2000, 3) } }), max_tokens: 2 });
+    await expect(huge).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded' });
+    const audio = client.chat.completions.create({ model: MODEL, messages: user({ type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } }), max_tokens: 2 });
+    await expect(audio).rejects.toMatchObject({ status: 400, code: 'unsupported_input', param: 'messages.0.content.0' });
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
   }, 60_000);
 
   it('`lserve run --image` prints the same answer', async () => {

@@ -465,6 +465,7 @@ def main() -> None:
     parser.add_argument("--search", action="store_true", help="try seeds from 1 until one is acceptable, instead of SEED")
     parser.add_argument("--bench", metavar="DIR", help="instead: a random Qwen2-VL-2B-sized model.gguf + mmproj.gguf in DIR")
     parser.add_argument("--bench-outtype", default="q8_0", choices=["f16", "q8_0"], help="the bench text model's weights")
+    parser.add_argument("--bench-mmproj-outtype", default="f16", choices=["f16", "q8_0"], help="the bench projector's weights")
     args = parser.parse_args()
 
     import torch
@@ -479,7 +480,7 @@ def main() -> None:
 
         vocab_gguf = src / "models" / "ggml-vocab-qwen2.gguf"
         if args.bench:
-            bench(Path(args.bench), src, vocab_gguf, gguf, args.bench_outtype, tmp, torch)
+            bench(Path(args.bench), src, vocab_gguf, gguf, args.bench_outtype, args.bench_mmproj_outtype, tmp, torch)
             return
         images = draw_images()
         folder = Path(args.hf) if args.hf else tmp / "hf"
@@ -511,13 +512,13 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def bench(out: Path, src: Path, vocab_gguf: Path, gguf, outtype: str, tmp: Path, torch) -> None:
+def bench(out: Path, src: Path, vocab_gguf: Path, gguf, outtype: str, mmproj_outtype: str, tmp: Path, torch) -> None:
     start = time.time()
     folder = tmp / "hf-bench"
     build_hf(folder, BENCH, 1, 1.0, vocab_gguf, gguf, dtype=torch.float16)
     out.mkdir(parents=True, exist_ok=True)
     convert(src, folder, out / "model.gguf", "Qwen2-VL 2B random", mmproj=False, outtype=outtype)
-    convert(src, folder, out / "mmproj.gguf", "Qwen2-VL 2B random", mmproj=True, outtype="f16")
+    convert(src, folder, out / "mmproj.gguf", "Qwen2-VL 2B random", mmproj=True, outtype=mmproj_outtype)
     print(f"wrote {out} in {time.time() - start:.0f} s", file=sys.stderr)
 
 

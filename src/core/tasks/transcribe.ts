@@ -58,11 +58,22 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
   await engine.resolve(model, ['asr']);
   const audio = await decodeAudio(request.audio, { sampleRate: 16_000, maxDurationSec: MAX_AUDIO_SECONDS });
   signal.throwIfAborted();
+  return transcribeSamples(engine, { ...request, model, samples: audio.samples }, signal);
+}
+
+/** transcribe() for audio already decoded to 16 kHz mono (a realtime session's turn). */
+export async function transcribeSamples(
+  engine: Engine,
+  request: Omit<TranscribeRequest, 'audio'> & { samples: Float32Array },
+  signal: AbortSignal,
+): Promise<TranscribeResult> {
+  const { samples, ...options } = request;
+  const model = options.model ?? (await defaultAsrModel(engine));
   return engine.withModel<Transcriber, TranscribeResult>(
     model,
     ['asr'],
     async (runtime, installed) => {
-      if (request.wordTimestamps && !runtime.wordTimestamps) {
+      if (options.wordTimestamps && !runtime.wordTimestamps) {
         // Word times come from the decoder's cross-attention weights (DTW over the alignment heads): an export without them cannot give any.
         throw new UnsupportedError(
           `Word timestamps need a Whisper export with cross-attention outputs (the "_timestamped" exports, e.g. \`lserve pull whisper-base-timestamped\`); '${installed.id}' has none (segment timestamps work with every model).`,
@@ -70,13 +81,13 @@ export async function transcribe(engine: Engine, request: TranscribeRequest, sig
         );
       }
       const result = await runtime.queue.run(async () => {
-        const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(audio.samples, signal)) : undefined;
-        return runtime.transcribe(audio.samples, { ...request, regions }, signal);
+        const regions = runtime.vad ? speechWindows(await runtime.vad.probabilities(samples, signal)) : undefined;
+        return runtime.transcribe(samples, { ...options, regions }, signal);
       }, signal);
-      engine.report({ type: 'transcription', model: installed.id, audioSeconds: audio.duration });
+      engine.report({ type: 'transcription', model: installed.id, audioSeconds: samples.length / 16_000 });
       return { ...result, model: installed.id };
     },
-    { keepAliveMs: request.keepAliveMs },
+    { keepAliveMs: options.keepAliveMs },
   );
 }
 

@@ -116,3 +116,52 @@ function lastEnd(text: string, pattern: RegExp, limit: number): number {
   }
   return at;
 }
+
+/**
+ * Sentences of text that arrives in pieces (a chat reply streaming in), for
+ * speaking each as soon as it is complete: `push` returns the pieces that
+ * are whole now, `end` the rest. A sentence end counts once text follows it
+ * ("3." may still become "3.14"). The first piece may be short (`firstMinChars`):
+ * it decides when the first audio leaves; later ones are joined up to
+ * `minChars` as splitSentences joins them.
+ */
+export class SentenceStream {
+  private pending = '';
+  private first = true;
+
+  constructor(private readonly options: SplitOptions & { firstMinChars?: number } = {}) {}
+
+  push(text: string): string[] {
+    this.pending += text;
+    const pieces: string[] = [];
+    for (;;) {
+      const end = this.nextEnd();
+      if (end === undefined) break;
+      const piece = this.pending.slice(0, end).trim();
+      this.pending = this.pending.slice(end);
+      if (piece) pieces.push(...cut(piece, this.options.maxChars ?? 300));
+      this.first = false;
+    }
+    return pieces;
+  }
+
+  end(): string[] {
+    const rest = this.pending.trim();
+    this.pending = '';
+    return rest ? cut(rest, this.options.maxChars ?? 300) : [];
+  }
+
+  /** Where the next piece ends: after the first sentence end, followed by more text, that leaves it long enough. */
+  private nextEnd(): number | undefined {
+    const min = this.first ? (this.options.firstMinChars ?? 1) : (this.options.minChars ?? 24);
+    for (const match of this.pending.matchAll(SENTENCE_END)) {
+      const end = match.index + match[0].length;
+      if (end >= this.pending.length) return undefined;
+      if (this.pending.slice(0, end).trim().length >= min) return end;
+    }
+    // No end yet: a piece that outgrew the limit is cut where splitSentences would cut it.
+    const max = this.options.maxChars ?? 300;
+    if (this.pending.length > max * 2) return lastEnd(this.pending.slice(0, max + 1), SPACE, max) || max;
+    return undefined;
+  }
+}

@@ -1,0 +1,116 @@
+import type { Engine } from '../engine.js';
+import { chat, type ChatRequest, type ChatToolCall, type ChatUsage, type FinishReason } from '../tasks/chat.js';
+import { prepareSpeech } from '../tasks/speak.js';
+import { SentenceStream } from '../tasks/speak/sentences.js';
+
+/**
+ * One spoken reply of a realtime session: the chat model's answer streams
+ * as text, and each sentence goes to speech synthesis the moment it is
+ * complete, so the first audio leaves while the model is still writing.
+ * Sentences are spoken one after another (one synthesis at a time per
+ * reply); the text never waits for the speech. Aborting `signal` stops both.
+ */
+
+export interface SpeechSettings {
+  model?: string;
+  voice?: string;
+  speed: number;
+}
+
+/** Where a sentence's audio starts in the reply's audio, for cutting the transcript at what was heard. */
+export interface SpokenSentence {
+  text: string;
+  /** Seconds into the reply's audio. */
+  start: number;
+  end: number;
+}
+
+export interface ReplyEvents {
+  /** The answer's text as the model writes it (the audio's transcript when there is audio). */
+  text(delta: string): void;
+  /** Audio of the answer, in order, at `sampleRate`. */
+  audio(samples: Float32Array, sampleRate: number): void;
+  toolCall(call: ChatToolCall): void;
+}
+
+export interface ReplyResult {
+  finishReason: FinishReason;
+  usage: ChatUsage;
+  text: string;
+  /** With speech: each sentence spoken and where its audio lies. */
+  spoken: SpokenSentence[];
+  /** Seconds of audio made. */
+  audioSeconds: number;
+}
+
+export async function runReply(engine: Engine, request: ChatRequest, speech: SpeechSettings | undefined, on: ReplyEvents, signal: AbortSignal): Promise<ReplyResult> {
+  const spoken: SpokenSentence[] = [];
+  let audioSeconds = 0;
+  let speaking: Promise<void> = Promise.resolve();
+  let speechError: unknown;
+  const speak = (sentence: string) => {
+    speaking = speaking.then(async () => {
+      if (signal.aborted || speechError) return;
+      try {
+        const prepared = await prepareSpeech(engine, { model: speech!.model, input: sentence, voice: speech!.voice, speed: speech!.speed }, signal);
+        const start = audioSeconds;
+        await prepared.run((samples) => {
+          audioSeconds += samples.length / prepared.sampleRate;
+          on.audio(samples, prepared.sampleRate);
+        }, signal);
+        spoken.push({ text: sentence, start, end: audioSeconds });
+      } catch (error) {
+        speechError ??= error;
+      }
+    });
+  };
+  // The first sentence may be short: it decides when the first audio leaves.
+  const sentences = new SentenceStream({ firstMinChars: 1 });
+  let text = '';
+  let finishReason: FinishReason = 'stop';
+  let usage: ChatUsage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+  try {
+    for await (const delta of chat(engine, request, signal)) {
+      if (delta.type === 'content') {
+        text += delta.text;
+        on.text(delta.text);
+        if (speech) for (const sentence of sentences.push(delta.text)) speak(sentence);
+      } else if (delta.type === 'tool_call') {
+        on.toolCall(delta.call);
+      } else if (delta.type === 'done') {
+        finishReason = delta.finishReason;
+        usage = delta.usage;
+      }
+    }
+    if (speech) for (const sentence of sentences.end()) speak(sentence);
+  } finally {
+    // Whatever ended the text, the speech already queued finishes or stops with the signal.
+    await speaking;
+  }
+  if (speechError && !signal.aborted) throw speechError;
+  return { finishReason, usage, text, spoken, audioSeconds };
+}
+
+/**
+ * The part of a reply's text the listener heard, when playback stopped
+ * `heardSeconds` into its audio (a client's conversation.item.truncate):
+ * every sentence whose audio ended before, and of the one playing then the
+ * words in proportion to its audio played, to the last whole word.
+ */
+export function heardText(spoken: readonly SpokenSentence[], heardSeconds: number): string {
+  const parts: string[] = [];
+  for (const sentence of spoken) {
+    if (sentence.end <= heardSeconds) {
+      parts.push(sentence.text);
+      continue;
+    }
+    if (sentence.start < heardSeconds) {
+      const words = sentence.text.split(/\s+/);
+      const fraction = (heardSeconds - sentence.start) / Math.max(sentence.end - sentence.start, 1e-6);
+      const kept = words.slice(0, Math.floor(words.length * fraction)).join(' ');
+      if (kept) parts.push(kept);
+    }
+    break;
+  }
+  return parts.join(' ');
+}

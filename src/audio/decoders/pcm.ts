@@ -1,4 +1,5 @@
 import type { PcmLayout } from '../containers/pcm-layout.js';
+import { g711FloatTable } from '../g711.js';
 import { NO_PCM, type Pcm, type PieceDecoder } from './piece.js';
 
 /**
@@ -7,30 +8,11 @@ import { NO_PCM, type Pcm, type PieceDecoder } from './piece.js';
  * ../containers/pcm-layout.ts found them. No codec library involved.
  */
 
-/** G.711 A-law and µ-law bytes → linear samples in [−1, 1]. */
-let g711: { alaw: Float32Array; ulaw: Float32Array } | undefined;
-function g711Tables(): { alaw: Float32Array; ulaw: Float32Array } {
-  if (g711) return g711;
-  const alaw = new Float32Array(256);
-  const ulaw = new Float32Array(256);
-  for (let i = 0; i < 256; i++) {
-    const a = i ^ 0x55;
-    const exponent = (a >> 4) & 7;
-    const mantissa = a & 15;
-    const magnitude = exponent === 0 ? (mantissa << 4) + 8 : ((mantissa << 4) + 0x108) << (exponent - 1);
-    alaw[i] = ((a & 0x80 ? 1 : -1) * magnitude) / 32768;
-    const u = ~i & 0xff;
-    const value = ((((u & 15) << 3) + 0x84) << ((u >> 4) & 7)) - 0x84;
-    ulaw[i] = ((u & 0x80 ? -1 : 1) * value) / 32768;
-  }
-  return (g711 = { alaw, ulaw });
-}
-
 /** Uncompressed samples: each piece converts the whole frames that have arrived. */
 export function openPcm(bytes: Uint8Array, layout: PcmLayout): PieceDecoder {
   const { start, end, channels, sampleBytes, frameBytes, encoding, littleEndian, sampleRate } = layout;
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const table = encoding === 'alaw' ? g711Tables().alaw : encoding === 'ulaw' ? g711Tables().ulaw : undefined;
+  const table = encoding === 'alaw' || encoding === 'ulaw' ? g711FloatTable(encoding) : undefined;
   let next = start;
   const convert = (upTo: number): Pcm => {
     const frames = Math.floor((Math.min(upTo, end) - next) / frameBytes);

@@ -1,6 +1,7 @@
 import { open, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { decodeBase64Strict } from '../api/base64.js';
 import { InvalidRequestError, PayloadTooLargeError, PermissionError } from '../core/errors.js';
 import { fetchPublicUrl, type UrlPolicy } from './net/fetch-public.js';
 
@@ -52,13 +53,12 @@ export function decodeBase64Payload(value: string, param: string, mediaPrefix?: 
     }
     payload = payload.slice(match[0].length);
   }
-  // Node's decoder skips characters outside the alphabet, so check it first.
+  // Data URIs may wrap their base64 in lines.
   const compact = payload.replace(/\s+/g, '');
   if (compact.length === 0) throw new InvalidRequestError(`'${param}' is empty`, { param, code: 'empty_image' });
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(compact) || compact.replace(/=+$/, '').length % 4 === 1) {
-    throw new InvalidRequestError(`'${param}' is not valid base64`, { param, code: 'invalid_base64' });
-  }
-  return Buffer.from(compact, /[-_]/.test(compact) ? 'base64url' : 'base64');
+  const bytes = decodeBase64Strict(compact);
+  if (!bytes) throw new InvalidRequestError(`'${param}' is not valid base64`, { param, code: 'invalid_base64' });
+  return bytes;
 }
 
 /** Reads a data URI, local path or URL under the policy. */

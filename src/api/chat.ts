@@ -37,10 +37,13 @@ const message = z.discriminatedUnion('role', [
   z.object({ role: z.literal('tool'), content, tool_call_id: z.string().min(1) }),
 ]);
 
+/** A function tool's name, as OpenAI allows it (the Realtime API's tools use it too). */
+export const toolName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -');
+
 const tool = z.object({
   type: z.literal('function'),
   function: z.object({
-    name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
+    name: toolName,
     description: z.string().optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
     strict: z.boolean().nullish(),

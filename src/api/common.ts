@@ -27,14 +27,15 @@ export function textContent(value: string | ReadonlyArray<{ text: string }> | nu
 }
 
 /**
- * A string, or what `array` accepts, dispatched on the value's type: a plain
- * union of the two reports only "Invalid input", where this names the
- * element and field at fault ('messages.1.content.0.image_url').
+ * A string (checked by `string`, any string when omitted), or what `other`
+ * accepts, dispatched on the value's type: a plain union of the two reports
+ * only "Invalid input", where this names the element and field at fault
+ * ('messages.1.content.0.image_url') and keeps each side's own message.
  */
-export function stringOr<T extends z.ZodType>(array: T) {
-  return z.unknown().transform((value, ctx): string | z.output<T> => {
-    const parsed = (typeof value === 'string' ? z.string() : array).safeParse(value);
-    if (parsed.success) return parsed.data as string | z.output<T>;
+export function stringOr<T extends z.ZodType, S extends z.ZodType<string> = z.ZodString>(other: T, string?: S) {
+  return z.unknown().transform((value, ctx): z.output<S> | z.output<T> => {
+    const parsed = (typeof value === 'string' ? (string ?? z.string()) : other).safeParse(value);
+    if (parsed.success) return parsed.data as z.output<S> | z.output<T>;
     for (const issue of parsed.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
     return z.NEVER;
   });

@@ -81,7 +81,14 @@ export class Engine extends CoreEngine {
       runners = new Runners({ home, log, report: (event) => engine?.report(event) });
     }
     const loaders = rest.loaders ?? defaultLoaders;
-    super({ preparers: defaultPreparers, processes: runners, ...rest, loaders: runners ? runnerLoaders(loaders, runners) : loaders });
+    super({
+      preparers: defaultPreparers,
+      processes: runners,
+      // Silero VAD (bundled), in a worker thread of the server: small, and a session's turn taking waits on it every 32 ms.
+      voiceActivity: () => import('./families/silero-vad/silero-vad.js').then((m) => m.SileroVad.load(1)),
+      ...rest,
+      loaders: runners ? runnerLoaders(loaders, runners) : loaders,
+    });
     engine = this;
     setLlamaAddonHome(this.store.home);
   }

@@ -1,11 +1,12 @@
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Catalog, DEFAULT_CATALOG_PATH, isBundled, type ModelKind } from './catalog.js';
-import { InvalidRequestError, ModelNotFoundError, OverloadedError, ServerError } from './errors.js';
+import { InvalidRequestError, ModelNotFoundError, OverloadedError, ServerError, UnsupportedError } from './errors.js';
 import { EngineEvents, type EngineEvent } from './events.js';
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
 import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
+import type { VoiceActivityDetector } from './voice-activity.js';
 
 /**
  * The one engine instance that `serve` and every CLI command create and pass
@@ -31,6 +32,8 @@ export interface EngineOptions {
   preparers: PreparerTable;
   /** The child processes models run in, when the composition root runs them out of the server's process. */
   processes?: ModelProcesses;
+  /** Loads the live voice activity detector (the realtime API's turn taking); from the composition root. */
+  voiceActivity?: () => Promise<VoiceActivityDetector>;
   log: (message: string) => void;
 }
 
@@ -68,6 +71,7 @@ export class Engine {
   readonly options: EngineOptions;
   /** What tasks and runtimes report as they work (the server's /metrics listens). */
   readonly events: EngineEvents;
+  private detector: Promise<VoiceActivityDetector> | undefined;
 
   constructor(options: Partial<EngineOptions> = {}) {
     this.options = { ...defaultEngineOptions(), ...options };
@@ -163,8 +167,21 @@ export class Engine {
     return preparer ? (await preparer()).prepare(this.store, installed, say) : installed;
   }
 
+  /** The live voice activity detector, loaded at first use and shared by every session; a load that failed is tried again next time. */
+  voiceActivity(): Promise<VoiceActivityDetector> {
+    const load = this.options.voiceActivity;
+    if (!load) return Promise.reject(new UnsupportedError('This build has no voice activity detector: use turn_detection null and commit the audio.', { param: 'turn_detection' }));
+    if (!this.detector) {
+      this.detector = load();
+      this.detector.catch(() => (this.detector = undefined));
+    }
+    return this.detector;
+  }
+
   async close(): Promise<void> {
-    await this.manager.close();
+    const detector = this.detector;
+    this.detector = undefined;
+    await Promise.all([this.manager.close(), detector?.then((d) => d.release(), () => undefined)]);
   }
 
   /** Ends every model's process now, not waiting for anything (a shutdown asked for twice). */

@@ -19,7 +19,11 @@ export type EngineEvent =
   /** A request refused because the model's line was full (503). */
   | { type: 'rejected'; model: string }
   /** A supervised child process was started again after it died (e.g. "sherpa-onnx speech recognizer"). */
-  | { type: 'restart'; process: string };
+  | { type: 'restart'; process: string }
+  /** A realtime session opened (+1) or closed (−1). */
+  | { type: 'realtime-session'; sessionType: 'realtime' | 'transcription'; change: 1 | -1 }
+  /** A spoken answer's first audio left this long after the user's speech ended (realtime sessions). */
+  | { type: 'voice-latency'; model: string; seconds: number };
 
 export type EngineEventListener = (event: EngineEvent) => void;
 

@@ -104,6 +104,16 @@ export class ServerMetrics {
       registers,
     });
 
+    const sessions = new Gauge({ name: 'lserve_realtime_sessions', help: 'Realtime sessions open now, by type (realtime, transcription).', labelNames: ['type'], registers });
+    const sessionsTotal = new Counter({ name: 'lserve_realtime_sessions_total', help: 'Realtime sessions opened, by type.', labelNames: ['type'], registers });
+    const voiceLatency = new Histogram({
+      name: 'lserve_realtime_voice_latency_seconds',
+      help: "Voice to voice: from the end of the user's speech to the first audio of the answer, by chat model.",
+      labelNames: ['model'],
+      buckets: [0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10],
+      registers,
+    });
+
     this.handlers = {
       chat: (e) => {
         promptTokens.inc({ model: e.model }, e.promptTokens);
@@ -119,6 +129,11 @@ export class ServerMetrics {
       ocr: (e) => pages.inc({ model: e.model }, e.pages),
       rejected: (e) => rejected.inc({ model: e.model }),
       restart: (e) => restarts.inc({ process: e.process }),
+      'realtime-session': (e) => {
+        sessions.inc({ type: e.sessionType }, e.change);
+        if (e.change > 0) sessionsTotal.inc({ type: e.sessionType });
+      },
+      'voice-latency': (e) => voiceLatency.observe({ model: e.model }, e.seconds),
     };
     this.stopListening = engine.events.on((event) => (this.handlers[event.type] as (e: EngineEvent) => void)(event));
   }

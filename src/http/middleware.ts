@@ -41,11 +41,18 @@ export function isAuthorized(headers: IncomingHttpHeaders, apiKey: string | unde
  */
 export const WS_KEY_PROTOCOL = 'lserve.api-key.';
 
+/**
+ * OpenAI's subprotocol for the key, as browsers send it to the Realtime API
+ * (`openai-insecure-api-key.<key>`, the key as it is); never echoed either.
+ */
+export const OPENAI_KEY_PROTOCOL = 'openai-insecure-api-key.';
+
 /** The key a WebSocket upgrade carries as a subprotocol, decoded; undefined when none. */
 function protocolKey(headers: IncomingHttpHeaders): string | undefined {
   const offered = (headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
   const encoded = offered.find((p) => p.startsWith(WS_KEY_PROTOCOL))?.slice(WS_KEY_PROTOCOL.length);
-  return encoded ? Buffer.from(encoded, 'base64url').toString('utf8') : undefined;
+  if (encoded) return Buffer.from(encoded, 'base64url').toString('utf8');
+  return offered.find((p) => p.startsWith(OPENAI_KEY_PROTOCOL))?.slice(OPENAI_KEY_PROTOCOL.length) || undefined;
 }
 
 /** An upgrade's key: the headers of isAuthorized, or the subprotocol. */

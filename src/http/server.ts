@@ -9,7 +9,7 @@ import { createApp } from './app.js';
 import type { ServerContext, ServerOptions } from './context.js';
 import { hostOriginPolicy, hostOriginRefusal } from './host-origin.js';
 import { websocketRoutes } from './routes/index.js';
-import { isAuthorizedUpgrade, WS_KEY_PROTOCOL } from './middleware.js';
+import { isAuthorizedUpgrade, OPENAI_KEY_PROTOCOL, WS_KEY_PROTOCOL } from './middleware.js';
 import { resolveLocalDirs } from './remote-input.js';
 import { ServerMetrics } from './metrics.js';
 import { openResponseStore } from '../core/responses/open.js';
@@ -22,9 +22,9 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** The subprotocol answered: the first one offered that is not the API key (never echo a key); none when only the key was offered. */
+/** The subprotocol answered: the first one offered that is not an API key (never echo a key); none when only a key was offered. */
 function selectProtocol(protocols: Set<string>): string | false {
-  return [...protocols].find((p) => !p.startsWith(WS_KEY_PROTOCOL)) ?? false;
+  return [...protocols].find((p) => !p.startsWith(WS_KEY_PROTOCOL) && !p.startsWith(OPENAI_KEY_PROTOCOL)) ?? false;
 }
 
 export async function startServer(engine: Engine, options: ServerOptions): Promise<RunningServer> {

@@ -13,9 +13,13 @@ import { SentenceStream } from '../tasks/speak/sentences.js';
 
 export interface SpeechSettings {
   model?: string;
+  /** An lserve voice of the speech model; OpenAI's voice names (alloy, marin, …) pick the model's default voice. */
   voice?: string;
   speed: number;
 }
+
+/** OpenAI's Realtime voices: clients send them by default, and no local model has them. */
+const OPENAI_VOICES = new Set(['alloy', 'ash', 'ballad', 'coral', 'echo', 'sage', 'shimmer', 'verse', 'marin', 'cedar']);
 
 /** Where a sentence's audio starts in the reply's audio, for cutting the transcript at what was heard. */
 export interface SpokenSentence {
@@ -31,6 +35,8 @@ export interface ReplyEvents {
   /** Audio of the answer, in order, at `sampleRate`. */
   audio(samples: Float32Array, sampleRate: number): void;
   toolCall(call: ChatToolCall): void;
+  /** A sentence's audio is complete: where it lies in the reply's audio. */
+  spoken?(sentence: SpokenSentence): void;
 }
 
 export interface ReplyResult {
@@ -52,13 +58,16 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
     speaking = speaking.then(async () => {
       if (signal.aborted || speechError) return;
       try {
-        const prepared = await prepareSpeech(engine, { model: speech!.model, input: sentence, voice: speech!.voice, speed: speech!.speed }, signal);
+        const voice = speech!.voice !== undefined && OPENAI_VOICES.has(speech!.voice) ? undefined : speech!.voice;
+        const prepared = await prepareSpeech(engine, { model: speech!.model, input: sentence, voice, speed: speech!.speed }, signal);
         const start = audioSeconds;
         await prepared.run((samples) => {
           audioSeconds += samples.length / prepared.sampleRate;
           on.audio(samples, prepared.sampleRate);
         }, signal);
-        spoken.push({ text: sentence, start, end: audioSeconds });
+        const done = { text: sentence, start, end: audioSeconds };
+        spoken.push(done);
+        on.spoken?.(done);
       } catch (error) {
         speechError ??= error;
       }

@@ -11,6 +11,7 @@ import { responsesRouter } from './responses.js';
 import { rerankRouter } from './rerank.js';
 import { audioInfoRouter } from './audio-info.js';
 import { transcriptionRouter } from './transcription.js';
+import { realtimeRoute } from './realtime.js';
 import { transcriptionStreamRoute } from './transcription-stream.js';
 import { speechRouter } from './speech.js';
 import { modelStoreRouter } from './model-store.js';
@@ -21,4 +22,4 @@ import { psRouter } from './ps.js';
 export const routers: Array<(ctx: ServerContext) => Router> = [modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
-export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute];
+export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute, realtimeRoute];

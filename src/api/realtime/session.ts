@@ -1,0 +1,319 @@
+import type { Engine } from '../../core/engine.js';
+import { InvalidRequestError, isLserveError, ServerError, type LserveError } from '../../core/errors.js';
+import { transcribeSamples } from '../../core/tasks/transcribe.js';
+import type { VoiceActivityStream } from '../../core/voice-activity.js';
+import { InputAudioDecoder, INPUT_RATE } from './audio-format.js';
+import { parseClientEvent, type ClientEvent, type ResponseParams } from './client-events.js';
+import { Conversation, type Item } from './conversation.js';
+import { RealtimeEventError } from './errors.js';
+import { newEventId, newId } from './ids.js';
+import { InputAudio } from './input-audio.js';
+import type { UserMessageItem } from './items.js';
+import { ResponseRun, truncateHeard } from './response-run.js';
+import { errorEvent, itemObject, serverEventName } from './server-events.js';
+import { mergeSessionPatch, sessionObject } from './session-config.js';
+import type { Dialect, SessionConfig } from './types.js';
+
+/**
+ * One realtime session (GET /v1/realtime): the client's events in, the
+ * server's out, whatever carries them (the WebSocket route). Client events
+ * are handled one after another in arrival order; a response or a turn's
+ * transcription runs beside them, so audio keeps flowing while the model
+ * answers (and can interrupt it). A bad event is answered with an `error`
+ * event naming it, and the session goes on.
+ *
+ * Turn taking (server VAD): speech start → speech_started (and barge-in: the
+ * response in progress is cancelled); end of speech after the silence →
+ * speech_stopped, the turn committed as a user item, transcribed, and
+ * answered. Without turn detection the client commits and asks for
+ * responses itself.
+ */
+
+export interface SessionHost {
+  engine: Engine;
+  dialect: Dialect;
+  /** Sends one server event (already in the client's dialect). */
+  send(event: Record<string, unknown>): void;
+  log(message: string): void;
+  /** A voice turn's latency: from the end of the user's speech to the first audio of the answer. */
+  voiceLatency?(seconds: number): void;
+}
+
+export class RealtimeSession {
+  readonly id = newId('sess');
+  private config: SessionConfig;
+  private readonly conversation = new Conversation();
+  private readonly closed = new AbortController();
+  private decoder: InputAudioDecoder;
+  private input: InputAudio | undefined;
+  private vad: VoiceActivityStream | undefined;
+  private response: ResponseRun | undefined;
+  private readonly outOfBand = new Set<ResponseRun>();
+  /** Client events, handled in order. */
+  private queue: Promise<void> = Promise.resolve();
+  /** Turns being transcribed, answered in order. */
+  private turns: Promise<void> = Promise.resolve();
+  /** performance.now() when the user's last turn ended, until its answer's first audio. */
+  private speechEndedAt: number | undefined;
+
+  constructor(
+    private readonly host: SessionHost,
+    config: SessionConfig,
+  ) {
+    this.config = config;
+    this.decoder = new InputAudioDecoder(config.input.format);
+  }
+
+  /** Announces the session (session.created) and readies turn detection. */
+  open(): void {
+    this.enqueue(async () => {
+      await this.configureInput();
+      this.emit('session.created', { session: sessionObject(this.config, this.id, this.host.dialect) });
+    });
+  }
+
+  /** One text message from the client. */
+  receive(text: string): void {
+    let event: ClientEvent;
+    try {
+      event = parseClientEvent(text, this.host.dialect);
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    this.enqueue(() => this.handle(event), event.eventId);
+  }
+
+  /** The client left: every piece of work stops and its models are released. */
+  close(): void {
+    if (this.closed.signal.aborted) return;
+    this.closed.abort(new Error('the session closed'));
+    this.response?.cancel('client_cancelled');
+    for (const run of this.outOfBand) run.cancel('client_cancelled');
+    this.vad?.close();
+  }
+
+  /** Settles when all work of the session has ended (its responses included). */
+  async settled(): Promise<void> {
+    await this.queue;
+    await this.turns;
+    await Promise.all([this.response?.done, ...[...this.outOfBand].map((r) => r.done)]);
+  }
+
+  private enqueue(work: () => Promise<void> | void, eventId?: string): void {
+    this.queue = this.queue.then(async () => {
+      if (this.closed.signal.aborted) return;
+      try {
+        await work();
+      } catch (error) {
+        this.fail(error, eventId);
+      }
+    });
+  }
+
+  private async handle(event: ClientEvent): Promise<void> {
+    switch (event.type) {
+      case 'session.update':
+        return this.update(mergeSessionPatch(this.config, event.session));
+      case 'input_audio_buffer.append':
+        return this.append(event.audio);
+      case 'input_audio_buffer.commit':
+        return this.commit();
+      case 'input_audio_buffer.clear':
+        this.requireInput().clear();
+        this.emit('input_audio_buffer.cleared', {});
+        return;
+      case 'output_audio_buffer.clear':
+        // Audio goes out as deltas, never buffered here (OpenAI's buffer is WebRTC's): stopping the response is what the client asks for.
+        this.response?.cancel('client_cancelled');
+        this.emit('output_audio_buffer.cleared', {});
+        return;
+      case 'conversation.item.create': {
+        const item = { ...event.item, id: event.item.id ?? newId('item'), status: 'completed' as const } as Item;
+        const previous = this.conversation.add(item, event.previousItemId);
+        this.emit('conversation.item.added', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
+        this.emit('conversation.item.done', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
+        return;
+      }
+      case 'conversation.item.retrieve':
+        this.emit('conversation.item.retrieved', { item: itemObject(this.conversation.get(event.itemId), this.host.dialect, { audio: true }) });
+        return;
+      case 'conversation.item.truncate':
+        return this.truncate(event.itemId, event.contentIndex, event.audioEndMs);
+      case 'conversation.item.delete':
+        this.conversation.delete(event.itemId);
+        this.emit('conversation.item.deleted', { item_id: event.itemId });
+        return;
+      case 'response.create':
+        return this.createResponse(event.response);
+      case 'response.cancel': {
+        const run = event.responseId ? [this.response, ...this.outOfBand].find((r) => r?.id === event.responseId) : this.response;
+        if (!run) throw new InvalidRequestError(event.responseId ? `No response '${event.responseId}' is in progress.` : 'No response is in progress.', { code: 'response_cancel_not_active', param: 'response_id' });
+        run.cancel('client_cancelled');
+        return;
+      }
+    }
+  }
+
+  private async update(next: SessionConfig): Promise<void> {
+    if (next.type !== this.config.type) throw new RealtimeEventError('invalid_value', `A ${this.config.type} session cannot become a ${next.type} session: open another.`, { param: 'session.type' });
+    if (next.type === 'realtime' && next.model !== this.config.model) await this.host.engine.resolve(next.model, ['chat'], 'session.model');
+    const before = this.config;
+    this.config = next;
+    if (JSON.stringify(next.input.format) !== JSON.stringify(before.input.format)) this.decoder = new InputAudioDecoder(next.input.format);
+    if (JSON.stringify(next.input.turnDetection) !== JSON.stringify(before.input.turnDetection)) await this.configureInput();
+    this.emit('session.updated', { session: sessionObject(this.config, this.id, this.host.dialect) });
+  }
+
+  /** The input buffer for the current turn detection, with a VAD stream when it detects turns. */
+  private async configureInput(): Promise<void> {
+    const turnDetection = this.config.input.turnDetection;
+    if (turnDetection && !this.vad) this.vad = (await this.host.engine.voiceActivity()).createStream();
+    if (this.input) {
+      this.input.configure(turnDetection);
+      return;
+    }
+    this.input = new InputAudio(turnDetection, this.vad, {
+      speechStarted: (startMs) => this.speechStarted(startMs),
+      speechStopped: (endMs, clip) => this.speechStopped(endMs, clip),
+      failed: (error) => {
+        this.host.log(`realtime ${this.id}: voice activity detection failed: ${(error as Error).message}`);
+        this.fail(new ServerError('Turn detection failed: commit the audio yourself (turn_detection: null).', { cause: error }));
+      },
+    }, this.closed.signal);
+  }
+
+  private requireInput(): InputAudio {
+    if (!this.input) throw new InvalidRequestError('The session is not ready for audio yet.', { code: 'session_not_ready' });
+    return this.input;
+  }
+
+  private append(audio: string): void {
+    this.requireInput().append(this.decoder.decode(audio));
+  }
+
+  private pendingTurn: string | undefined;
+
+  private speechStarted(startMs: number): void {
+    this.pendingTurn = newId('item');
+    this.emit('input_audio_buffer.speech_started', { audio_start_ms: startMs, item_id: this.pendingTurn });
+    // Barge-in: the user speaks over the answer.
+    if (this.response && this.config.input.turnDetection?.interruptResponse) this.response.cancel('turn_detected');
+  }
+
+  private speechStopped(endMs: number, clip: Float32Array): void {
+    const id = this.pendingTurn ?? newId('item');
+    this.pendingTurn = undefined;
+    // The user stopped speaking at endMs; the audio after it (the silence that ended the turn) arrived since.
+    this.speechEndedAt = performance.now() - Math.max(0, this.requireInput().endMs - endMs);
+    this.emit('input_audio_buffer.speech_stopped', { audio_end_ms: endMs, item_id: id });
+    this.commitTurn(clip, id, this.config.input.turnDetection?.createResponse ?? false);
+  }
+
+  private commit(): void {
+    const input = this.requireInput();
+    const [held, tail] = [input.commit(), this.decoder.flush()];
+    const clip = new Float32Array(held.length + tail.length);
+    clip.set(held);
+    clip.set(tail, held.length);
+    if (clip.length < INPUT_RATE / 10) {
+      throw new InvalidRequestError(`Cannot commit: the input audio buffer holds ${Math.round((clip.length * 1000) / INPUT_RATE)} ms of audio; at least 100 ms is needed.`, {
+        code: 'input_audio_buffer_commit_empty',
+      });
+    }
+    this.speechEndedAt = performance.now();
+    this.commitTurn(clip, this.pendingTurn ?? newId('item'), false);
+    this.pendingTurn = undefined;
+  }
+
+  /** A user turn's audio becomes a conversation item; transcribed (in turn order), then answered when `answer`. */
+  private commitTurn(clip: Float32Array, id: string, answer: boolean): void {
+    const item: UserMessageItem & { id: string } = { id, type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_audio' }] };
+    const previous = this.conversation.add(item);
+    this.emit('input_audio_buffer.committed', { previous_item_id: previous, item_id: id });
+    this.emit('conversation.item.added', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
+    const transcription = this.config.input.transcription;
+    const transcribed = transcription ? this.transcribe(item, clip, transcription) : Promise.resolve();
+    this.turns = this.turns.then(async () => {
+      await transcribed;
+      if (this.closed.signal.aborted) return;
+      this.emit('conversation.item.done', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
+      if (answer && this.config.type === 'realtime' && !this.response && !this.input?.speaking) this.enqueue(() => this.createResponse({ conversation: 'auto' }));
+    });
+  }
+
+  private async transcribe(item: UserMessageItem, clip: Float32Array, options: NonNullable<SessionConfig['input']['transcription']>): Promise<void> {
+    const where = { item_id: (item as Item).id, content_index: 0 };
+    try {
+      const result = await transcribeSamples(this.host.engine, { model: options.model, samples: clip, language: options.language, prompt: options.prompt }, this.closed.signal);
+      const transcript = result.text.trim();
+      item.content[0] = { type: 'input_audio', transcript };
+      this.emit('conversation.item.input_audio_transcription.delta', { ...where, delta: transcript });
+      this.emit('conversation.item.input_audio_transcription.completed', { ...where, transcript, usage: { type: 'duration', seconds: clip.length / INPUT_RATE } });
+    } catch (error) {
+      if (this.closed.signal.aborted) return;
+      const typed = asLserveError(error);
+      if (typed.status >= 500) this.host.log(`realtime ${this.id}: transcription failed: ${(typed.cause as Error)?.stack ?? typed.stack}`);
+      this.emit('conversation.item.input_audio_transcription.failed', { ...where, error: { type: typed.type, code: typed.code, message: typed.message, param: typed.param } });
+    }
+  }
+
+  private createResponse(params: ResponseParams): void {
+    if (this.config.type !== 'realtime') throw new InvalidRequestError('A transcription session makes no responses.', { code: 'invalid_session_type' });
+    if (params.conversation === 'auto' && this.response) {
+      throw new InvalidRequestError(`Conversation already has an active response in progress: ${this.response.id}. Wait until the response is finished before creating a new one.`, {
+        code: 'conversation_already_has_active_response',
+      });
+    }
+    const run = new ResponseRun(
+      {
+        engine: this.host.engine,
+        dialect: this.host.dialect,
+        conversation: this.conversation,
+        emit: (type, fields) => this.emit(type, fields),
+        firstAudio: () => {
+          if (this.speechEndedAt === undefined || run.outOfBand) return;
+          this.host.voiceLatency?.((performance.now() - this.speechEndedAt) / 1000);
+          this.speechEndedAt = undefined;
+        },
+        failed: (error) => this.fail(error),
+      },
+      this.config,
+      params,
+    );
+    if (run.outOfBand) this.outOfBand.add(run);
+    else this.response = run;
+    void run.done.finally(() => {
+      if (this.response === run) this.response = undefined;
+      this.outOfBand.delete(run);
+    });
+  }
+
+  private truncate(itemId: string, contentIndex: number, audioEndMs: number): void {
+    const item = this.conversation.get(itemId);
+    try {
+      truncateHeard(item, contentIndex, audioEndMs);
+    } catch (error) {
+      throw new RealtimeEventError('invalid_value', `Cannot truncate item '${itemId}': ${(error as Error).message}.`, { param: error instanceof RangeError ? 'audio_end_ms' : 'content_index' });
+    }
+    this.emit('conversation.item.truncated', { item_id: itemId, content_index: contentIndex, audio_end_ms: audioEndMs });
+  }
+
+  private emit(type: string, fields: Record<string, unknown>): void {
+    const name = serverEventName(type, this.host.dialect, this.config.type);
+    if (name === undefined || this.closed.signal.aborted) return;
+    this.host.send({ event_id: newEventId(), type: name, ...fields });
+  }
+
+  /** An `error` event for what went wrong; the session goes on. */
+  private fail(error: unknown, eventId?: string): void {
+    if (this.closed.signal.aborted) return;
+    const typed = asLserveError(error);
+    if (typed.status >= 500 && typed.status !== 503) this.host.log(`realtime ${this.id}: ${(typed.cause as Error)?.stack ?? typed.stack}`);
+    this.host.send(errorEvent(typed, eventId) as unknown as Record<string, unknown>);
+  }
+}
+
+function asLserveError(error: unknown): LserveError {
+  return isLserveError(error) ? error : new ServerError('Internal server error', { cause: error });
+}

@@ -153,8 +153,10 @@ def partial_utf8_ids(texts: list[str]) -> list[int]:
     return ids
 
 
-def write_tokenizer(folder: Path, vocab_gguf: Path, gguf) -> None:
-    """The tokenizer files, chat template and preprocessor config as Qwen2-VL ships them, from llama.cpp's Qwen2 vocabulary."""
+def write_tokenizer(folder: Path, vocab_gguf: Path, gguf, added_tokens=ADDED_TOKENS, chat_template=CHAT_TEMPLATE,
+                    preprocessor=PREPROCESSOR) -> None:
+    """The tokenizer files, chat template and preprocessor config as Qwen2-VL ships them (or, given its added
+    tokens, template and preprocessor, another Qwen2 model), from llama.cpp's Qwen2 vocabulary."""
     texts, merges = qwen2_vocabulary(vocab_gguf, gguf)
     vocab = {text: i for i, text in enumerate(texts)}
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
@@ -163,11 +165,11 @@ def write_tokenizer(folder: Path, vocab_gguf: Path, gguf) -> None:
         "add_prefix_space": False,
         "added_tokens_decoder": {
             str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
-            for i, t in ADDED_TOKENS
+            for i, t in added_tokens
         },
-        "additional_special_tokens": [t for _, t in ADDED_TOKENS[1:]],
+        "additional_special_tokens": [t for _, t in added_tokens[1:]],
         "bos_token": None,
-        "chat_template": CHAT_TEMPLATE,
+        "chat_template": chat_template,
         "clean_up_tokenization_spaces": False,
         "eos_token": "<|im_end|>",
         "errors": "replace",
@@ -178,8 +180,8 @@ def write_tokenizer(folder: Path, vocab_gguf: Path, gguf) -> None:
         "unk_token": None,
     }
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (folder / "chat_template.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}, indent=2) + "\n", encoding="utf-8")
-    (folder / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n", encoding="utf-8")
+    (folder / "chat_template.json").write_text(json.dumps({"chat_template": chat_template}, indent=2) + "\n", encoding="utf-8")
+    (folder / "preprocessor_config.json").write_text(json.dumps(preprocessor, indent=2) + "\n", encoding="utf-8")
     # tokenizer.json too, as published: the converter looks the special tokens' ids up in it (padding)
     from transformers import AutoTokenizer
 
@@ -374,12 +376,12 @@ def run_cases(folder: Path, images: dict, torch):
     return cases, embeddings
 
 
-def acceptable(cases) -> tuple[bool, str]:
+def acceptable(cases, min_gap: float = MIN_GAP) -> tuple[bool, str]:
     worst = min(min(c["gaps"]) for c in cases)
     distinct = len({tuple(c["tokens"]) for c in cases})
     fewest = min(len(set(c["tokens"])) for c in cases)
     text = all("\ufffd" not in c["decoded"] for c in cases)
-    ok = worst >= MIN_GAP and distinct == len(cases) and fewest >= MIN_DISTINCT and text
+    ok = worst >= min_gap and distinct == len(cases) and fewest >= MIN_DISTINCT and text
     return ok, (f"smallest gap {worst:.3f} nats, {distinct} different continuations, fewest distinct tokens {fewest}"
                 f"{'' if text else ', invalid UTF-8'}")
 

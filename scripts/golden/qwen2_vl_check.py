@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import math
 import os
@@ -78,11 +79,11 @@ def gaps(entries: list[dict]) -> list[float]:
     return out
 
 
-def check_embeddings(tool: str, folder: Path, reference: dict) -> int:
-    """Compares libmtmd's image embeddings with the reference's; returns the number that differ."""
+def check_embeddings(tool: str, folder: Path, media: list[dict]) -> int:
+    """Compares libmtmd's embeddings of each image (or audio clip) with the reference's; returns the number that differ."""
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for image in reference["images"]:
+        for image in media:
             out = Path(tmp) / "embd.f32"
             shape = subprocess.run([tool, str(folder / "model.gguf"), str(folder / "mmproj.gguf"), str(folder / image["file"]), str(out)],
                                    check=True, capture_output=True, text=True).stdout.split()
@@ -98,23 +99,14 @@ def check_embeddings(tool: str, folder: Path, reference: dict) -> int:
     return failures
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server", required=True, help="llama-server built with libmtmd")
-    parser.add_argument("--dir", default=str(GOLDEN))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--log", help="write llama-server's output here")
-    parser.add_argument("--embd-tool", help="qwen2_vl_embd built from scripts/golden/qwen2_vl_embd.cpp")
-    args = parser.parse_args()
-
-    folder = Path(args.dir)
-    reference = json.loads((folder / "reference.json").read_text(encoding="utf-8"))
-    failures = check_embeddings(args.embd_tool, folder, reference) if args.embd_tool else 0
+@contextlib.contextmanager
+def llama_server(server_path: str, folder: Path, threads: int, log_path: str | None, context: int = 1024, extra: tuple = ()):
+    """llama-server (with `extra` arguments) on folder's model.gguf + mmproj.gguf, until the block ends; yields its port."""
     port = free_port()
-    log = open(args.log, "w") if args.log else subprocess.DEVNULL
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
     server = subprocess.Popen(
-        [args.server, "-m", str(folder / "model.gguf"), "--mmproj", str(folder / "mmproj.gguf"), "--port", str(port),
-         "--host", "127.0.0.1", "-c", "1024", "-t", str(args.threads), "-tb", str(args.threads), "--no-warmup", "-np", "1"],
+        [server_path, "-m", str(folder / "model.gguf"), "--mmproj", str(folder / "mmproj.gguf"), "--port", str(port),
+         "--host", "127.0.0.1", "-c", str(context), "-t", str(threads), "-tb", str(threads), "--no-warmup", "-np", "1", *extra],
         stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
@@ -126,6 +118,25 @@ def main() -> None:
             if server.poll() is not None:
                 raise SystemExit(f"llama-server exited with {server.returncode}")
             time.sleep(0.1)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--server", required=True, help="llama-server built with libmtmd")
+    parser.add_argument("--dir", default=str(GOLDEN))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--log", help="write llama-server's output here")
+    parser.add_argument("--embd-tool", help="qwen2_vl_embd built from scripts/golden/qwen2_vl_embd.cpp")
+    args = parser.parse_args()
+
+    folder = Path(args.dir)
+    reference = json.loads((folder / "reference.json").read_text(encoding="utf-8"))
+    failures = check_embeddings(args.embd_tool, folder, reference["images"]) if args.embd_tool else 0
+    with llama_server(args.server, folder, args.threads, args.log) as port:
         marker = get(port, "/props")["media_marker"]
         for case in reference["cases"]:
             image = base64.b64encode((folder / case["image"]).read_bytes()).decode()
@@ -164,9 +175,6 @@ def main() -> None:
             ours = gaps(entries)
             print("     gap llama.cpp   " + " ".join(f"{g:7.4f}" for g in ours))
             print("     gap transformers" + " ".join(f"{g:7.4f}" for g in case["gaps"]))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     print("all agree" if failures == 0 else f"{failures} disagreement(s)")
     sys.exit(1 if failures else 0)
 

@@ -1,11 +1,12 @@
-// Writes the image embeddings libmtmd hands the language model, for qwen2_vl_check.py --embd-tool
-// to compare with the reference's (transformers') embeddings. Built against a llama.cpp build tree:
+// Writes the embeddings libmtmd hands the language model for an image or audio clip, for
+// qwen2_vl_check.py and qwen2_audio_check.py --embd-tool to compare with the reference's
+// (transformers') embeddings. Built against a llama.cpp build tree:
 //
 //   S=/path/to/llama.cpp B=$S/build/bin
 //   g++ -O1 -std=c++17 scripts/golden/qwen2_vl_embd.cpp -I$S/include -I$S/ggml/include -I$S/tools/mtmd \
 //       -L$B -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,$B -o /tmp/qwen2_vl_embd
 //
-// Usage: qwen2_vl_embd MODEL.gguf MMPROJ.gguf IMAGE OUT.f32  (prints "<tokens> <n_embd>")
+// Usage: qwen2_vl_embd MODEL.gguf MMPROJ.gguf MEDIA OUT.f32  (prints "<tokens> <n_embd>")
 #include "llama.h"
 #include "mtmd.h"
 #include "mtmd-helper.h"
@@ -15,7 +16,7 @@
 
 int main(int argc, char ** argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: %s MODEL.gguf MMPROJ.gguf IMAGE OUT.f32\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.gguf MMPROJ.gguf MEDIA OUT.f32\n", argv[0]);
         return 2;
     }
     llama_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
@@ -42,7 +43,7 @@ int main(int argc, char ** argv) {
 
     for (size_t i = 0; i < mtmd_input_chunks_size(chunks); i++) {
         const mtmd_input_chunk * chunk = mtmd_input_chunks_get(chunks, i);
-        if (mtmd_input_chunk_get_type(chunk) != MTMD_INPUT_CHUNK_TYPE_IMAGE) continue;
+        if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) continue;
         if (mtmd_encode_chunk(ctx, chunk) != 0) { fprintf(stderr, "encode failed\n"); return 1; }
         const size_t n_tokens = mtmd_input_chunk_get_n_tokens(chunk);
         const int n_embd = llama_model_n_embd_inp(model);
@@ -52,6 +53,6 @@ int main(int argc, char ** argv) {
         printf("%zu %d\n", n_tokens, n_embd);
         return 0;
     }
-    fprintf(stderr, "no image chunk\n");
+    fprintf(stderr, "no image or audio chunk\n");
     return 1;
 }

@@ -208,3 +208,32 @@ describe.skipIf(!shipped)("Qwen2-VL golden model, the projector's image embeddin
     }
   }, 60_000);
 });
+
+describe.skipIf(!shipped)('Qwen2-Audio golden model, audio through the server (needs the linux-x64 addon)', () => {
+  // test/golden/qwen2-audio/README.md: a tiny random Qwen2-Audio, llama.cpp's own server reproduces it.
+  const audioGolden = (file: string) => fileURLToPath(new URL(`../golden/qwen2-audio/${file}`, import.meta.url));
+  const audioReference = JSON.parse(readFileSync(audioGolden('reference.json'), 'utf8')) as { cases: Array<Case & { audio: string }> };
+
+  it("answers input_audio parts with transformers' greedy tokens, counting one prompt token per audio embedding", async () => {
+    await server.engine.store.registerLocal(audioGolden('model.gguf'), { kind: 'chat', id: 'qwen2-audio-tiny', mmproj: audioGolden('mmproj.gguf') });
+    const models = await client.models.list();
+    expect(models.data.find((m) => m.id === 'qwen2-audio-tiny')).toMatchObject({ architecture: { input_modalities: ['text', 'audio'] } });
+    for (const c of audioReference.cases) {
+      const data = readFileSync(audioGolden(c.audio)).toString('base64');
+      const answer = await client.chat.completions.create({
+        model: 'qwen2-audio-tiny',
+        temperature: 0,
+        max_tokens: c.tokens.length,
+        messages: [
+          { role: 'system', content: SYSTEM },
+          { role: 'user', content: [{ type: 'input_audio', input_audio: { data, format: 'wav' } }, { type: 'text', text: c.prompt }] },
+        ],
+      });
+      expect({ prompt: c.prompt, content: answer.choices[0]!.message.content }).toEqual({ prompt: c.prompt, content: c.text });
+      expect(answer.usage!.prompt_tokens).toBe(c.prompt_ids.length);
+    }
+    // An image for this audio-only model is refused at its part.
+    const image = client.chat.completions.create({ model: 'qwen2-audio-tiny', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUri(reference.cases[0]!) } }] }] });
+    await expect(image).rejects.toMatchObject({ status: 400, code: 'unsupported_input', param: 'messages.0.content.0' });
+  }, 120_000);
+});

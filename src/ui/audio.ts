@@ -1,14 +1,20 @@
 /** Microphone capture as PCM16, WAV files, playing PCM as it streams in, and the length of a clip. */
+import { pcm16ToFloat32, PlaybackSchedule, SampleJoiner } from './pcm.js';
 
 export interface Capture {
   readonly sampleRate: number;
   stop(): Promise<void>;
 }
 
-/** Opens the microphone at `sampleRate` (the browser resamples) and hands over 100 ms PCM16 chunks with their level. */
-export async function captureMicrophone(onChunk: (pcm: Int16Array, rms: number) => void, sampleRate = 16_000): Promise<Capture> {
+/**
+ * Opens the microphone at `sampleRate` (the browser resamples) and hands over
+ * 100 ms PCM16 chunks with their level. The audio comes unprocessed, except
+ * with `echoCancellation` (for a conversation whose answers play from the
+ * speakers, which the microphone would otherwise hear as the user).
+ */
+export async function captureMicrophone(onChunk: (pcm: Int16Array, rms: number) => void, sampleRate = 16_000, { echoCancellation = false } = {}): Promise<Capture> {
   if (!navigator.mediaDevices?.getUserMedia) throw new Error('this browser gives no microphone access here (it needs the page on localhost, 127.0.0.1 or HTTPS)');
-  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation, noiseSuppression: false, autoGainControl: false } });
   const context = new AudioContext({ sampleRate });
   try {
     await context.audioWorklet.addModule('/ui/pcm-worklet.js');
@@ -63,20 +69,28 @@ export function wavBlob(chunks: readonly Int16Array[], sampleRate: number): Blob
 
 /**
  * Plays PCM16 mono as it arrives: each piece is scheduled right after the
- * previous one on one AudioContext clock, so audio starts with the first
- * bytes and plays gap-free while the rest is still being made.
+ * previous one on one AudioContext clock (PlaybackSchedule), so audio starts
+ * with the first bytes and plays gap-free while the rest is still being made.
+ * Pieces may name the item they belong to, and `interrupt` stops everything
+ * at once, telling how much of the item then playing was heard.
  */
 export class PcmPlayer {
   private readonly context: AudioContext;
-  private at = 0;
-  private carry: number | undefined;
+  private readonly schedule = new PlaybackSchedule();
+  private readonly joiner = new SampleJoiner();
   private readonly sources = new Set<AudioBufferSourceNode>();
+  /** The audio received, for `wav()`; not kept with `keep: false` (a long conversation would pile it up). */
   readonly chunks: Int16Array[] = [];
+  private readonly keep: boolean;
   /** Seconds of audio received (and scheduled). */
   seconds = 0;
 
-  constructor(readonly sampleRate: number) {
+  constructor(
+    readonly sampleRate: number,
+    { keep = true } = {},
+  ) {
     this.context = new AudioContext({ sampleRate });
+    this.keep = keep;
   }
 
   get state(): AudioContextState {
@@ -85,43 +99,45 @@ export class PcmPlayer {
 
   /** Seconds played so far. */
   get played(): number {
-    return Math.max(0, Math.min(this.seconds, this.seconds - (this.at - this.context.currentTime)));
+    return this.schedule.played(this.context.currentTime);
   }
 
-  push(bytes: Uint8Array): void {
-    let data = bytes;
-    if (this.carry !== undefined) {
-      const joined = new Uint8Array(bytes.length + 1);
-      joined[0] = this.carry;
-      joined.set(bytes, 1);
-      data = joined;
-      this.carry = undefined;
-    }
-    if (data.length % 2) {
-      this.carry = data[data.length - 1];
-      data = data.subarray(0, data.length - 1);
-    }
+  /** Whether audio is still to be heard. */
+  get playing(): boolean {
+    return this.schedule.playing(this.context.currentTime);
+  }
+
+  /** Schedules the whole samples in `bytes` (a half sample at the end waits for the next piece). */
+  push(bytes: Uint8Array, item?: string): void {
+    const data = this.joiner.push(bytes);
     if (!data.length) return;
-    const pcm = new Int16Array(data.slice().buffer);
-    this.chunks.push(pcm);
-    const buffer = this.context.createBuffer(1, pcm.length, this.sampleRate);
-    const channel = buffer.getChannelData(0);
-    for (let i = 0; i < pcm.length; i++) channel[i] = pcm[i]! / 0x8000;
+    if (this.keep) this.chunks.push(new Int16Array(data.slice().buffer));
+    const samples = pcm16ToFloat32(data);
+    const buffer = this.context.createBuffer(1, samples.length, this.sampleRate);
+    buffer.copyToChannel(samples, 0);
     const source = this.context.createBufferSource();
     source.buffer = buffer;
     source.connect(this.context.destination);
-    // A little lead on the first piece; a late piece starts now rather than in the past.
-    this.at = Math.max(this.at, this.context.currentTime + (this.seconds === 0 ? 0.05 : 0));
-    source.start(this.at);
-    this.at += buffer.duration;
+    source.start(this.schedule.add(buffer.duration, this.context.currentTime, item));
     this.seconds += buffer.duration;
     this.sources.add(source);
     source.onended = () => this.sources.delete(source);
   }
 
+  /** Stops all audio now. Returns the item that was playing (or due) and the seconds of it heard; undefined when all had been heard. */
+  interrupt(): { item: string; seconds: number } | undefined {
+    const now = this.context.currentTime;
+    const item = this.schedule.current(now);
+    const heard = item === undefined ? undefined : { item, seconds: this.schedule.played(now, item) };
+    for (const s of this.sources) s.stop();
+    this.sources.clear();
+    this.schedule.clear();
+    return heard;
+  }
+
   /** Resolves when everything scheduled has played. */
   async drained(): Promise<void> {
-    while (this.context.state === 'running' && this.context.currentTime < this.at) {
+    while (this.context.state === 'running' && this.playing) {
       await new Promise((r) => setTimeout(r, 100));
     }
   }

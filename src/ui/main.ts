@@ -4,11 +4,12 @@ import { $, setStatus } from './dom.js';
 import { setupChat } from './chat.js';
 import { setupTranscribe } from './transcribe.js';
 import { setupSpeech } from './speech.js';
+import { setupVoice } from './voice.js';
 import { setupImages } from './images.js';
 import { setupOcr } from './ocr.js';
 import { setupModels } from './models.js';
 
-const PANELS = ['chat', 'transcribe', 'speech', 'images', 'ocr', 'models'] as const;
+const PANELS = ['chat', 'transcribe', 'speech', 'voice', 'images', 'ocr', 'models'] as const;
 
 function show(name: string): void {
   const panel = (PANELS as readonly string[]).includes(name) ? name : 'chat';
@@ -50,6 +51,7 @@ async function main(): Promise<void> {
   setupChat();
   setupTranscribe();
   setupSpeech();
+  setupVoice();
   setupImages();
   setupOcr();
   setupModels();

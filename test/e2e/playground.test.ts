@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeAudio } from '../../src/audio/decode.js';
 import { Catalog, DEFAULT_CATALOG_PATH } from '../../src/core/catalog.js';
 import { renderPage } from '../fixtures/ocr/corpus.js';
 import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
@@ -24,7 +25,8 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
  * the public API — chat streams (reasoning folded, stop; by chat completions
  * or the Responses API; pictures attached for a model that takes them), a file and the fake microphone (Chromium plays a WAV
  * as its capture device) transcribe, speech
- * plays while it streams in all three voice modes, images generate, an edit
+ * plays while it streams in all three voice modes, a spoken conversation
+ * over the Realtime API is heard and answered aloud, images generate, an edit
  * with a mask painted by the mouse comes back, OCR draws its boxes, a pull
  * shows its progress and the model appears (then goes) — and a screenshot of
  * each panel is written to test/.artifacts/.
@@ -38,6 +40,8 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 declare const document: any;
 declare const window: any;
 declare const MutationObserver: any;
+declare const navigator: any;
+declare const AudioContext: any;
 type HTMLElement = any;
 type HTMLCanvasElement = any;
 type HTMLImageElement = any;
@@ -475,6 +479,148 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
     await shot('speech');
   }, 90_000);
 
+  it('voice: a spoken conversation over the Realtime API; turns transcribed, answers played as they stream, an answer cut by speaking over it', async () => {
+    // A realtime session speaks with the only speech model installed (the API names none): this server has three, and the panel says so.
+    await open('voice');
+    await page.waitForFunction(() => /^Spoken answers need exactly one installed speech model; there are 3 \(/.test(document.querySelector('#voice-voice-note')?.textContent ?? ''));
+    // Its own server, then, with one speech model.
+    const voiced = await startTestServer({ engine: { threads: 1 } });
+    await voiced.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+    await voiced.engine.store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-test' });
+    await voiced.engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
+    // The first phrase of speech.wav (its speech is 0.5 to 1.3 s), to start at once.
+    const phrase = Array.from((await decodeAudio(await readFile(SPEECH_WAV), { sampleRate: 16_000 })).samples.subarray(0.4 * 16_000, 1.4 * 16_000));
+    const other = await browser.newContext({ viewport: { width: 1280, height: 820 }, colorScheme: 'light' });
+    // A microphone that is silent until the test has it say the phrase, so that a turn can start while an answer
+    // plays (a barge-in): Chromium's fake device plays its file in a loop, on its own clock.
+    await other.addInitScript(() => {
+      const page = window as { say?: (samples: number[]) => Promise<void> };
+      let audio: any;
+      let mic: any;
+      navigator.mediaDevices.getUserMedia = async () => {
+        audio ??= new AudioContext({ sampleRate: 16_000 });
+        mic = audio.createMediaStreamDestination();
+        return mic.stream;
+      };
+      page.say = (samples) =>
+        new Promise((resolve) => {
+          const buffer = audio.createBuffer(1, samples.length, 16_000);
+          buffer.copyToChannel(Float32Array.from(samples), 0);
+          const source = audio.createBufferSource();
+          source.buffer = buffer;
+          source.connect(mic);
+          source.onended = () => resolve();
+          source.start();
+        });
+    });
+    type Event = { type: string; item_id?: string; delta?: string; transcript?: string; audio_end_ms?: number; session?: { audio: { input: { format: unknown } } } };
+    const received: Event[] = [];
+    const sent: Event[] = [];
+    try {
+      const tab = await other.newPage();
+      tab.on('pageerror', (error) => problems.push(`page error (voice): ${error.message}`));
+      tab.on('console', (message) => {
+        if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) problems.push(`console (voice): ${message.text()}`);
+      });
+      tab.on('websocket', (socket) => {
+        if (!socket.url().includes('/v1/realtime')) return;
+        socket.on('framereceived', (frame) => received.push(JSON.parse(String(frame.payload)) as Event));
+        socket.on('framesent', (frame) => sent.push(JSON.parse(String(frame.payload)) as Event));
+      });
+      const say = () => tab.evaluate((samples) => (window as { say(samples: number[]): Promise<void> }).say(samples), phrase);
+      await tab.goto(`${voiced.url}/#voice`);
+      await tab.waitForSelector('body[data-ready="true"]');
+      await tab.selectOption('#voice-model', CHAT_MODEL_ID);
+      await tab.selectOption('#voice-stt', 'whisper-test');
+      // The voices are the speakers of the one speech model.
+      await tab.waitForFunction(() => document.querySelector('#voice-voice-note')?.textContent === 'spoken by piper-test');
+      const speakers = ((await (await fetch(`${voiced.url}/v1/audio/info?model=piper-test`)).json()) as { supported_speakers: string[] }).supported_speakers;
+      await tab.waitForFunction((n) => document.querySelectorAll('#voice-voice option').length === n, speakers.length + 1);
+      expect(await tab.locator('#voice-voice option').evaluateAll((options) => options.map((o) => (o as HTMLElement).getAttribute('value')))).toEqual(['', ...speakers]);
+      await tab.fill('#voice-max-tokens', '24');
+      // Every state the panel shows, in order.
+      await tab.evaluate(() => {
+        const panel = document.querySelector('#panel-voice') as HTMLElement;
+        const states: string[] = [];
+        new MutationObserver(() => panel.dataset.state !== states.at(-1) && states.push(panel.dataset.state)).observe(panel, { attributes: true });
+        (window as { states?: string[] }).states = states;
+      });
+      await tab.click('#voice-start');
+      await tab.locator('#voice-status', { hasText: 'listening' }).waitFor({ timeout: 30_000 });
+      expect(await tab.textContent('#voice-start')).toBe('Stop');
+      expect(await tab.isDisabled('#voice-max-tokens')).toBe(true);
+      // The session takes 16 kHz PCM, the microphone's rate, with the panel's settings.
+      expect(sent[0]).toMatchObject({ type: 'session.update', session: { max_output_tokens: 24, audio: { input: { format: { type: 'audio/pcm', rate: 16000 }, transcription: { model: 'whisper-test' } } } } });
+      expect(received.find((e) => e.type === 'session.updated')?.session?.audio.input.format).toEqual({ type: 'audio/pcm', rate: 16000 });
+
+      // A turn; its answer plays; the user speaks over it: the playback stops and the server hears how much was heard.
+      await say();
+      await tab.locator('#panel-voice[data-state="speaking"]').waitFor({ timeout: 90_000 });
+      await say();
+      await expect.poll(() => sent.some((e) => e.type === 'conversation.item.truncate'), { timeout: 30_000 }).toBe(true);
+      // Both turns ended, and the second was answered: its answer plays.
+      const count = (type: string) => received.filter((e) => e.type === type).length;
+      await expect
+        .poll(
+          () => {
+            const lastStop = received.map((e) => e.type).lastIndexOf('input_audio_buffer.speech_stopped');
+            const answer = received.findIndex((e, i) => i > lastStop && e.type === 'response.created');
+            return count('input_audio_buffer.speech_started') === 2 && count('input_audio_buffer.speech_stopped') === 2 && answer >= 0 && received.slice(answer).some((e) => e.type === 'response.done');
+          },
+          { timeout: 90_000, interval: 250 },
+        )
+        .toBe(true);
+      await tab.waitForFunction(() => (window as { states: string[] }).states.filter((state) => state === 'speaking').length === 2, undefined, { timeout: 30_000 });
+      expect(received.filter((e) => e.type === 'error')).toEqual([]);
+
+      // The audio came back, and the panel counted every byte of it.
+      const audioOf = (item?: string) => received.filter((e) => e.type === 'response.output_audio.delta' && (item === undefined || e.item_id === item)).reduce((n, e) => n + Buffer.from(e.delta!, 'base64').length, 0);
+      expect(audioOf()).toBeGreaterThan(4800); // more than 100 ms of 24 kHz PCM16
+      expect(Number(await tab.getAttribute('#panel-voice', 'data-audio-bytes'))).toBe(audioOf());
+      // The states it went through: the user speaking (server VAD), waiting for the answer, the answer playing, cut by the user.
+      const states = await tab.evaluate(() => (window as { states: string[] }).states);
+      expect(states.join(' → ')).toMatch(/^connecting → listening → user → thinking → (.+ → )?speaking → user → thinking → (.+ → )?speaking$/);
+
+      // The transcript: each user turn with what the server transcribed, each answer with its transcript's deltas.
+      const turns = received.filter((e) => e.type === 'input_audio_buffer.speech_started').map((e) => e.item_id!);
+      const userLines = await tab.locator('#voice-log .msg.user').evaluateAll((nodes) => nodes.map((n) => [(n as HTMLElement).dataset.item, (n as HTMLElement).querySelector('.content').textContent]));
+      expect(userLines.map(([item]) => item)).toEqual(turns);
+      for (const [item, text] of userLines) {
+        const transcript = received.find((e) => e.type === 'conversation.item.input_audio_transcription.completed' && e.item_id === item)?.transcript;
+        expect(text).toBe(transcript?.trim() || '(nothing heard)');
+      }
+      const answers = [...new Set(received.filter((e) => e.type === 'response.output_audio_transcript.delta').map((e) => e.item_id!))];
+      expect(answers).toHaveLength(2);
+      const answerLines = await tab.locator('#voice-log .msg.assistant').evaluateAll((nodes) => nodes.map((n) => [(n as HTMLElement).dataset.item, (n as HTMLElement).querySelector('.content').textContent]));
+      expect(answerLines).toEqual(answers.map((item) => [item, received.filter((e) => e.type === 'response.output_audio_transcript.delta' && e.item_id === item).map((e) => e.delta).join('')]));
+      expect(answerLines[1]![1]!.length).toBeGreaterThan(0);
+
+      // The barge-in cut the first answer: one truncation, of audio that had played and no more than had arrived,
+      // accepted by the server, and the line marked.
+      const truncations = sent.filter((e) => e.type === 'conversation.item.truncate');
+      expect(truncations).toHaveLength(1);
+      expect(truncations[0]).toMatchObject({ item_id: answers[0], content_index: 0 });
+      expect(truncations[0]!.audio_end_ms).toBeGreaterThan(0);
+      expect(truncations[0]!.audio_end_ms).toBeLessThanOrEqual((audioOf(answers[0]) / 2 / 24_000) * 1000);
+      expect(received.find((e) => e.type === 'conversation.item.truncated')).toMatchObject({ item_id: answers[0], audio_end_ms: truncations[0]!.audio_end_ms });
+      expect(Number(await tab.getAttribute('#panel-voice', 'data-truncated'))).toBe(1);
+      const cut = tab.locator(`#voice-log .msg.assistant[data-item="${answers[0]}"]`);
+      expect(await cut.getAttribute('class')).toContain('cut');
+      expect(await cut.locator('.meta').textContent()).toBe(`interrupted · heard ${(truncations[0]!.audio_end_ms! / 1000).toFixed(1)} s`);
+      await tab.screenshot({ path: path.join(ARTIFACTS, 'playground-voice.png') });
+
+      // Stop: the answer still playing stops with the session.
+      await tab.click('#voice-start');
+      await tab.locator('#voice-status', { hasText: /^stopped$/ }).waitFor({ timeout: 10_000 });
+      expect(await tab.textContent('#voice-start')).toBe('Start');
+      expect(await tab.getAttribute('#panel-voice', 'data-state')).toBeNull();
+      expect(await tab.isDisabled('#voice-max-tokens')).toBe(false);
+    } finally {
+      await other.close();
+      await voiced.stop();
+    }
+  }, 240_000);
+
   it('a speech file from /v1/audio/files plays in an <audio> element, fetched by byte range, and seeks', async () => {
     const fetched: Array<{ status: number; range: string | undefined }> = [];
     const onResponse = async (response: import('playwright-core').Response) => {
@@ -670,7 +816,7 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
 
   it('logged no page error and no Content-Security-Policy violation', async () => {
     expect(problems).toEqual([]);
-    for (const panel of ['chat', 'transcribe', 'speech', 'images', 'ocr', 'models']) {
+    for (const panel of ['chat', 'transcribe', 'speech', 'voice', 'images', 'ocr', 'models']) {
       expect(existsSync(path.join(ARTIFACTS, `playground-${panel}.png`)), panel).toBe(true);
       const meta = await sharp(await readFile(path.join(ARTIFACTS, `playground-${panel}.png`))).metadata();
       expect([meta.width, meta.height]).toEqual([1280, 820]);

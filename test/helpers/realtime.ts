@@ -116,3 +116,21 @@ export async function connectRaw(baseUrl: string, query: string, options: { wait
   await log.next(options.waitFor ?? 'session.created');
   return { socket, log, send: (event) => socket.send(typeof event === 'string' ? event : JSON.stringify(event)), closed };
 }
+
+/** The loaded models that still have leases on them (a finished session must leave none). */
+export function busyModels(engine: { manager: { loaded(): Array<{ id: string; activeRequests: number }> } }): string[] {
+  return engine.manager
+    .loaded()
+    .filter((m) => m.activeRequests > 0)
+    .map((m) => `${m.id} (${m.activeRequests})`);
+}
+
+/** Sends audio in 20 ms chunks at the pace it plays, as a microphone does. */
+export async function streamAudioLive(session: Parameters<typeof streamAudio>[0], audio: Buffer): Promise<void> {
+  const started = performance.now();
+  for (let at = 0, n = 0; at < audio.length; at += 960, n++) {
+    const due = started + n * 20;
+    if (due > performance.now()) await new Promise((r) => setTimeout(r, due - performance.now()));
+    session.send({ type: 'input_audio_buffer.append', audio: audio.subarray(at, at + 960).toString('base64') });
+  }
+}

@@ -114,7 +114,9 @@ export async function connectRaw(baseUrl: string, query: string, options: { wait
   });
   socket.on('error', () => {}); // a close is asserted from `closed`
   await log.next(options.waitFor ?? 'session.created');
-  return { socket, log, send: (event) => socket.send(typeof event === 'string' ? event : JSON.stringify(event)), closed };
+  // Strings and buffers go as they are (text and binary frames), anything else as one JSON text frame.
+  const send = (event: unknown) => socket.send(typeof event === 'string' || Buffer.isBuffer(event) ? event : JSON.stringify(event));
+  return { socket, log, send, closed };
 }
 
 /** The loaded models that still have leases on them (a finished session must leave none). */

@@ -121,4 +121,22 @@ describe('Realtime transcription sessions', () => {
     socket.close();
     await expect.poll(() => busyModels(server.engine), { timeout: 5000 }).toEqual([]);
   });
+
+  it('a streaming recogniser also transcribes a turn the client commits itself', async () => {
+    const { socket, log, send } = await connectRaw(server.url, '?intent=transcription&model=zipformer-test');
+    send({ type: 'session.update', session: { type: 'transcription', audio: { input: { turn_detection: null } } } });
+    await log.next('session.updated');
+    streamAudio({ send }, speech.subarray(0, 2.2 * 24_000 * 2));
+    send({ type: 'input_audio_buffer.commit' });
+    const { item_id } = await log.next('input_audio_buffer.committed');
+    const completed = await log.next('conversation.item.input_audio_transcription.completed');
+    expect(completed.item_id).toBe(item_id);
+    const deltas = log.events.filter((e) => e.type === 'conversation.item.input_audio_transcription.delta' && e.item_id === item_id).map((e) => e.delta as string);
+    expect(deltas.length).toBeGreaterThan(0);
+    expect(completed.transcript).not.toBe('');
+    expect(String(completed.transcript).startsWith(deltas.join(''))).toBe(true);
+    expect(log.errors()).toEqual([]);
+    socket.close();
+    await expect.poll(() => busyModels(server.engine), { timeout: 5000 }).toEqual([]);
+  });
 });

@@ -15,6 +15,9 @@ import { INPUT_RATE } from './audio-format.js';
  *
  * The model loads and the stream opens in the background: audio pushed
  * before then waits, so the turn's first words are not lost to the load.
+ * Audio also waits while the recogniser is behind (its 'drain'), so a long
+ * clip given at once (a push-to-talk commit) is heard whole rather than
+ * overflowing the stream's bound.
  * The lease is released when the stream ends, fails or is closed (the
  * session's end closes it through `signal`).
  */
@@ -23,7 +26,11 @@ export class LiveTranscription {
   private readonly ready: Promise<RecognizerStream>;
   private lease: Lease<StreamingRecognizer> | undefined;
   private stream: RecognizerStream | undefined;
+  /** Audio not yet given to the stream: before it opens, and while it is behind. */
   private waiting: Float32Array[] = [];
+  private behind = false;
+  /** Called once `waiting` is empty (finish waits for it). */
+  private drained: (() => void) | undefined;
   private samples = 0;
   private finals: string[] = [];
   private partial = '';
@@ -55,8 +62,9 @@ export class LiveTranscription {
   push(samples: Float32Array): void {
     if (this.over || this.finishing || samples.length === 0) return;
     this.samples += samples.length;
-    if (this.stream) this.stream.push(samples);
-    else this.waiting.push(samples);
+    // In pieces of at most a second, so that the stream takes no more than its bound ahead of its decoding.
+    for (let at = 0; at < samples.length; at += INPUT_RATE) this.waiting.push(samples.subarray(at, at + INPUT_RATE));
+    this.pump();
   }
 
   /** No more audio: resolves with the final transcript, once the last delta went out. */
@@ -69,7 +77,11 @@ export class LiveTranscription {
         if (this.over) return reject(new ServerError('The transcription stream was closed.'));
         this.settle = (error) => (error ? reject(error) : resolve());
         stream.on('end', () => this.settle?.());
-        stream.finish();
+        this.drained = () => {
+          this.drained = undefined;
+          stream.finish();
+        };
+        if (this.waiting.length === 0) this.drained();
       });
       this.engine.report({ type: 'transcription', model: this.lease!.installed.id, audioSeconds: this.samples / INPUT_RATE });
       return this.text();
@@ -110,9 +122,20 @@ export class LiveTranscription {
       this.failure = error;
       this.settle?.(error);
     });
-    for (const samples of this.waiting) stream.push(samples);
-    this.waiting = [];
+    stream.on('drain', () => {
+      this.behind = false;
+      this.pump();
+    });
+    this.pump();
     return stream;
+  }
+
+  /** Gives the stream the audio waiting, until it is behind. */
+  private pump(): void {
+    const stream = this.stream;
+    if (!stream || this.over) return;
+    while (!this.behind && this.waiting.length > 0) this.behind = !stream.push(this.waiting.shift()!);
+    if (this.waiting.length === 0) this.drained?.();
   }
 
   private result(result: RecognitionResult): void {

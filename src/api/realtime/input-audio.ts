@@ -112,12 +112,18 @@ export class InputAudio {
           this.speechStart = at;
           this.on.speechStarted(ms(at));
         } else if (this.speechStart !== undefined) {
-          const start = Math.max(this.offset, this.speechStart - Math.round(((this.turnDetection?.prefixPaddingMs ?? 0) * INPUT_RATE) / 1000));
+          const start = this.paddedStart(this.speechStart);
           this.speechStart = undefined;
           this.on.speechStopped(ms(at), this.take(start, at));
         }
       }
     });
+  }
+
+  /** While speech goes on: the turn's audio so far, from its padded start (a copy; the buffer keeps it). */
+  turnAudio(): Float32Array {
+    if (this.speechStart === undefined) return new Float32Array(0);
+    return this.copy(this.paddedStart(this.speechStart), this.offset + this.length);
   }
 
   /** The whole buffer as one clip, emptied (input_audio_buffer.commit). */
@@ -133,12 +139,7 @@ export class InputAudio {
 
   /** The audio from `start` to `end` (timeline samples); everything before `end` leaves the buffer. */
   private take(start: number, end: number): Float32Array {
-    const all = new Float32Array(this.length);
-    let at = 0;
-    for (const chunk of this.chunks) {
-      all.set(chunk, at);
-      at += chunk.length;
-    }
+    const all = this.joined();
     const from = Math.max(0, start - this.offset);
     const to = Math.min(this.length, Math.max(from, end - this.offset));
     const clip = all.slice(from, to);
@@ -147,6 +148,31 @@ export class InputAudio {
     this.offset += to;
     this.length = rest.length;
     return clip;
+  }
+
+  /** The audio from `start` to `end` (timeline samples), left in the buffer. */
+  private copy(start: number, end: number): Float32Array {
+    const all = this.joined();
+    // Joined once: later copies and takes reuse the one chunk.
+    this.chunks = all.length ? [all] : [];
+    const from = Math.max(0, start - this.offset);
+    return all.slice(from, Math.min(this.length, Math.max(from, end - this.offset)));
+  }
+
+  private joined(): Float32Array {
+    if (this.chunks.length === 1) return this.chunks[0]!;
+    const all = new Float32Array(this.length);
+    let at = 0;
+    for (const chunk of this.chunks) {
+      all.set(chunk, at);
+      at += chunk.length;
+    }
+    return all;
+  }
+
+  /** Where a turn's clip starts: `prefixPaddingMs` before its speech, within the buffer. */
+  private paddedStart(speechStart: number): number {
+    return Math.max(this.offset, speechStart - Math.round(((this.turnDetection?.prefixPaddingMs ?? 0) * INPUT_RATE) / 1000));
   }
 }
 

@@ -9,6 +9,7 @@ import { RealtimeEventError } from './errors.js';
 import { newEventId, newId } from './ids.js';
 import { InputAudio } from './input-audio.js';
 import type { UserMessageItem } from './items.js';
+import { LiveTranscription } from './live-transcription.js';
 import { ResponseRun, truncateHeard } from './response-run.js';
 import { errorEvent, itemObject, serverEventName } from './server-events.js';
 import { mergeSessionPatch, sessionObject } from './session-config.js';
@@ -27,6 +28,11 @@ import type { Dialect, SessionConfig } from './types.js';
  * speech_stopped, the turn committed as a user item, transcribed, and
  * answered. Without turn detection the client commits and asks for
  * responses itself.
+ *
+ * A turn is transcribed by the session's transcription model once it is
+ * committed; a streaming recogniser (kind asr-stream) hears it while the
+ * user speaks instead (live-transcription.ts), its deltas going out during
+ * the turn.
  */
 
 export interface SessionHost {
@@ -55,6 +61,10 @@ export class RealtimeSession {
   private turns: Promise<void> = Promise.resolve();
   /** performance.now() when the user's last turn ended, until its answer's first audio. */
   private speechEndedAt: number | undefined;
+  /** The transcription model when it is a streaming recogniser (turns are then transcribed as they are spoken). */
+  private streamingModel: string | undefined;
+  /** The turn in progress, transcribed live. */
+  private live: { itemId: string; transcription: LiveTranscription } | undefined;
 
   constructor(
     private readonly host: SessionHost,
@@ -68,6 +78,7 @@ export class RealtimeSession {
   open(): void {
     this.enqueue(async () => {
       await this.configureInput();
+      await this.findStreamingModel();
       this.emit('session.created', { session: sessionObject(this.config, this.id, this.host.dialect) });
     });
   }
@@ -121,6 +132,7 @@ export class RealtimeSession {
         return this.commit();
       case 'input_audio_buffer.clear':
         this.requireInput().clear();
+        this.dropLive();
         this.emit('input_audio_buffer.cleared', {});
         return;
       case 'output_audio_buffer.clear':
@@ -156,12 +168,23 @@ export class RealtimeSession {
   }
 
   private async update(next: SessionConfig): Promise<void> {
-    if (next.type !== this.config.type) throw new RealtimeEventError('invalid_value', `A ${this.config.type} session cannot become a ${next.type} session: open another.`, { param: 'session.type' });
+    if (next.type !== this.config.type) {
+      // GA clients open a transcription session as a realtime one (the SDKs need a model to connect) and then say so: nothing was said yet, so nothing is lost.
+      const fresh = this.conversation.size === 0 && !this.response && this.outOfBand.size === 0;
+      if (next.type !== 'transcription' || !fresh) {
+        const when = next.type === 'transcription' ? ' once its conversation has begun' : '';
+        throw new RealtimeEventError('invalid_value', `A ${this.config.type} session cannot become a ${next.type} session${when}: open another.`, { param: 'session.type' });
+      }
+    }
     if (next.type === 'realtime' && next.model !== this.config.model) await this.host.engine.resolve(next.model, ['chat'], 'session.model');
     const before = this.config;
     this.config = next;
     if (JSON.stringify(next.input.format) !== JSON.stringify(before.input.format)) this.decoder = new InputAudioDecoder(next.input.format);
-    if (JSON.stringify(next.input.turnDetection) !== JSON.stringify(before.input.turnDetection)) await this.configureInput();
+    if (JSON.stringify(next.input.turnDetection) !== JSON.stringify(before.input.turnDetection)) {
+      this.dropLive();
+      await this.configureInput();
+    }
+    if (next.input.transcription?.model !== before.input.transcription?.model) await this.findStreamingModel();
     this.emit('session.updated', { session: sessionObject(this.config, this.id, this.host.dialect) });
   }
 
@@ -189,7 +212,34 @@ export class RealtimeSession {
   }
 
   private append(audio: string): void {
-    this.requireInput().append(this.decoder.decode(audio));
+    const samples = this.decoder.decode(audio);
+    this.requireInput().append(samples);
+    this.live?.transcription.push(samples);
+  }
+
+  /** Whether the transcription model is a streaming recogniser; a model that cannot be found is the transcription's to report, turn by turn. */
+  private async findStreamingModel(): Promise<void> {
+    const model = this.config.input.transcription?.model;
+    this.streamingModel = undefined;
+    if (!model) return;
+    try {
+      const installed = await this.host.engine.resolve(model, ['asr', 'asr-stream']);
+      if (installed.entry.kind === 'asr-stream') this.streamingModel = model;
+    } catch {
+      // Unknown or of another kind: each turn's transcription fails saying so.
+    }
+  }
+
+  /** A transcription of the turn `itemId` by the streaming model, its deltas sent as they come. */
+  private liveTranscription(itemId: string, model: string): LiveTranscription {
+    const delta = (text: string) => this.emit('conversation.item.input_audio_transcription.delta', { item_id: itemId, content_index: 0, delta: text });
+    return new LiveTranscription(this.host.engine, model, delta, this.closed.signal);
+  }
+
+  /** The live transcription of a turn that will not be committed (cleared, turn detection changed) ends. */
+  private dropLive(): void {
+    this.live?.transcription.close();
+    this.live = undefined;
   }
 
   private pendingTurn: string | undefined;
@@ -197,6 +247,13 @@ export class RealtimeSession {
   private speechStarted(startMs: number): void {
     this.pendingTurn = newId('item');
     this.emit('input_audio_buffer.speech_started', { audio_start_ms: startMs, item_id: this.pendingTurn });
+    this.dropLive();
+    if (this.streamingModel && this.config.input.transcription) {
+      const transcription = this.liveTranscription(this.pendingTurn, this.streamingModel);
+      // From the padded start of the speech, which the detector hears a little after it arrives.
+      transcription.push(this.requireInput().turnAudio());
+      this.live = { itemId: this.pendingTurn, transcription };
+    }
     // Barge-in: the user speaks over the answer.
     if (this.response && this.config.input.turnDetection?.interruptResponse) this.response.cancel('turn_detected');
   }
@@ -233,7 +290,10 @@ export class RealtimeSession {
     this.emit('input_audio_buffer.committed', { previous_item_id: previous, item_id: id });
     this.emit('conversation.item.added', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
     const transcription = this.config.input.transcription;
-    const transcribed = transcription ? this.transcribe(item, clip, transcription) : Promise.resolve();
+    const live = this.live?.itemId === id ? this.live.transcription : undefined;
+    this.live = undefined;
+    if (!transcription) live?.close();
+    const transcribed = transcription ? this.transcribe(item, clip, transcription, live) : Promise.resolve();
     this.turns = this.turns.then(async () => {
       await transcribed;
       if (this.closed.signal.aborted) return;
@@ -242,13 +302,22 @@ export class RealtimeSession {
     });
   }
 
-  private async transcribe(item: UserMessageItem, clip: Float32Array, options: NonNullable<SessionConfig['input']['transcription']>): Promise<void> {
+  /** The turn's transcript: from its live transcription when it had one (or the streaming model hearing the clip now), else the whole clip at once. */
+  private async transcribe(item: UserMessageItem, clip: Float32Array, options: NonNullable<SessionConfig['input']['transcription']>, live?: LiveTranscription): Promise<void> {
     const where = { item_id: (item as Item).id, content_index: 0 };
     try {
-      const result = await transcribeSamples(this.host.engine, { model: options.model, samples: clip, language: options.language, prompt: options.prompt }, this.closed.signal);
-      const transcript = result.text.trim();
+      let transcript: string;
+      if (!live && this.streamingModel && options.model === this.streamingModel) {
+        live = this.liveTranscription(where.item_id, this.streamingModel);
+        live.push(clip);
+      }
+      if (live) {
+        transcript = await live.finish();
+      } else {
+        transcript = (await transcribeSamples(this.host.engine, { model: options.model, samples: clip, language: options.language, prompt: options.prompt }, this.closed.signal)).text.trim();
+        this.emit('conversation.item.input_audio_transcription.delta', { ...where, delta: transcript });
+      }
       item.content[0] = { type: 'input_audio', transcript };
-      this.emit('conversation.item.input_audio_transcription.delta', { ...where, delta: transcript });
       this.emit('conversation.item.input_audio_transcription.completed', { ...where, transcript, usage: { type: 'duration', seconds: clip.length / INPUT_RATE } });
     } catch (error) {
       if (this.closed.signal.aborted) return;

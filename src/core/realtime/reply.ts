@@ -27,6 +27,8 @@ export interface SpokenSentence {
   /** Seconds into the reply's audio. */
   start: number;
   end: number;
+  /** The reply was stopped while this sentence was being spoken: its audio ends early, and which of its words it holds is unknown. */
+  cut?: boolean;
 }
 
 export interface ReplyEvents {
@@ -61,13 +63,21 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
         const voice = speech!.voice !== undefined && OPENAI_VOICES.has(speech!.voice) ? undefined : speech!.voice;
         const prepared = await prepareSpeech(engine, { model: speech!.model, input: sentence, voice, speed: speech!.speed }, signal);
         const start = audioSeconds;
-        await prepared.run((samples) => {
-          audioSeconds += samples.length / prepared.sampleRate;
-          on.audio(samples, prepared.sampleRate);
-        }, signal);
-        const done = { text: sentence, start, end: audioSeconds };
-        spoken.push(done);
-        on.spoken?.(done);
+        let cut = true;
+        try {
+          await prepared.run((samples) => {
+            audioSeconds += samples.length / prepared.sampleRate;
+            on.audio(samples, prepared.sampleRate);
+          }, signal);
+          cut = false;
+        } finally {
+          // A sentence stopped halfway (barge-in) was partly heard: its audio is part of the reply's, which a truncation may reach into.
+          if (!cut || audioSeconds > start) {
+            const done = { text: sentence, start, end: audioSeconds, ...(cut ? { cut } : {}) };
+            spoken.push(done);
+            on.spoken?.(done);
+          }
+        }
       } catch (error) {
         speechError ??= error;
       }
@@ -104,11 +114,14 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
  * The part of a reply's text the listener heard, when playback stopped
  * `heardSeconds` into its audio (a client's conversation.item.truncate):
  * every sentence whose audio ended before, and of the one playing then the
- * words in proportion to its audio played, to the last whole word.
+ * words in proportion to its audio played, to the last whole word. Of a
+ * sentence cut short, none: how many of its words its audio holds is
+ * unknown, and the model had better forget words than remember unheard ones.
  */
 export function heardText(spoken: readonly SpokenSentence[], heardSeconds: number): string {
   const parts: string[] = [];
   for (const sentence of spoken) {
+    if (sentence.cut) break;
     if (sentence.end <= heardSeconds) {
       parts.push(sentence.text);
       continue;

@@ -14,8 +14,9 @@ import type { WebSocketRoute } from '../websocket.js';
  * Text frames, one JSON event each, both ways. The GA dialect by default;
  * `OpenAI-Beta: realtime=v1` (or the subprotocol `openai-beta.realtime-v1`,
  * as browsers send it) for the beta's. `?intent=transcription` opens a
- * transcription session (the beta's way; GA clients send session.update with
- * `type: "transcription"` on a session opened without a chat model).
+ * transcription session (the beta's way; GA clients, whose SDKs connect
+ * with a model, send session.update with `type: "transcription"` before
+ * their conversation begins).
  *
  * Bounds: MAX_SESSIONS at once (503 at the upgrade beyond), a frame of at
  * most MAX_FRAME_BYTES (1009), EVENTS_PER_SECOND on average with a burst of

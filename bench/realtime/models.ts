@@ -1,0 +1,51 @@
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Engine } from '../../src/compose.js';
+import { MANIFEST, type Manifest } from '../../src/core/store.js';
+import { syntheticPiperVoice } from '../../test/fixtures/onnx/piper.js';
+import { benchChatModel } from '../text/models.js';
+import { pulledGraphs, writeBenchModel } from '../tts/model.js';
+import { benchWhisperEndsAtOnce } from './whisper.js';
+
+/**
+ * The realtime benchmark's models, registered into a fresh home as `lserve
+ * pull <path> --kind` registers them: the Qwen3-0.6B-sized chat model
+ * (bench/text/models.ts), a whisper-base-sized one whose decoding ends at
+ * once (./whisper.ts) and one voice: the synthetic
+ * Piper voice (test/fixtures/onnx/piper.ts: sherpa-onnx's real front end
+ * and process, a tone generator for a network) or Qwen3-TTS-12Hz-0.6B-sized
+ * with 4-bit weights (bench/tts/model.ts), with the prepared graphs `lserve
+ * pull` records, as the server runs it.
+ */
+
+export const CHAT = 'qwen3-synth';
+export const WHISPER = 'whisper';
+export const VOICE = 'voice';
+
+export const VOICES = ['piper', 'qwen3-tts'] as const;
+export type VoiceName = (typeof VOICES)[number];
+
+export async function registerModels(engine: Engine, voice: VoiceName): Promise<void> {
+  await engine.store.registerLocal(benchChatModel(), { kind: 'chat', id: CHAT });
+  await engine.store.registerDirectory(await benchWhisperEndsAtOnce(), { kind: 'asr', id: WHISPER });
+  if (voice === 'piper') {
+    await engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: VOICE });
+    return;
+  }
+  const model = await writeBenchModel('int4');
+  await engine.store.registerDirectory(model.dir, { kind: 'tts', id: VOICE });
+  await recordPreparedGraphs(engine, VOICE, await pulledGraphs(model));
+}
+
+/**
+ * Records the prepared graphs in the model's manifest, as `lserve pull`'s
+ * preparation does (engine.prepare), but pointing at the ones bench/tts.ts
+ * prepared once beside the bench model instead of writing another 0.5 GB
+ * into the home.
+ */
+async function recordPreparedGraphs(engine: Engine, id: string, graphs: Record<string, string>): Promise<void> {
+  const file = path.join(engine.store.modelDir(id), MANIFEST);
+  const manifest = JSON.parse(await readFile(file, 'utf8')) as Manifest;
+  for (const [role, graph] of Object.entries(graphs)) manifest.files[role] = { name: path.basename(graph), size: (await stat(graph)).size, path: graph };
+  await engine.store.writeManifest(id, manifest);
+}

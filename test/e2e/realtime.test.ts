@@ -62,6 +62,22 @@ describe('Realtime API through the openai SDK', () => {
     rt.close();
   }, 120_000);
 
+  it('answers a turn that ended while the answer before it was still going', async () => {
+    const { rt, events, next } = await connectSdk(client, CHAT_MODEL_ID);
+    // speech.wav is two utterances 1.5 s apart: two turns. Speech does not interrupt here, so the first answer runs on.
+    rt.send({ type: 'session.update', session: { type: 'realtime', max_output_tokens: 24, audio: { input: { turn_detection: { type: 'server_vad', interrupt_response: false } } } } });
+    await next('session.updated');
+    streamAudio(rt, Buffer.concat([silence(0.5), speech, silence(1.5)]));
+    const first = await next('response.done');
+    const second = await next('response.done', events.indexOf(first) + 1);
+    const stopped = events.filter((e) => e.type === 'input_audio_buffer.speech_stopped');
+    expect(stopped).toHaveLength(2);
+    // The second answer came after the second turn, and reads it.
+    expect(events.indexOf(second)).toBeGreaterThan(events.indexOf(stopped[1]!));
+    expect(events.filter((e) => e.type === 'error')).toEqual([]);
+    rt.close();
+  }, 120_000);
+
   it('round-trips a function call', async () => {
     const { rt, events, next } = await connect();
     rt.send({

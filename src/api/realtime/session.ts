@@ -59,6 +59,8 @@ export class RealtimeSession {
   private queue: Promise<void> = Promise.resolve();
   /** Turns being transcribed, answered in order. */
   private turns: Promise<void> = Promise.resolve();
+  /** A committed turn waits for the response in progress to end. */
+  private unanswered = false;
   /** performance.now() when the user's last turn ended, until its answer's first audio. */
   private speechEndedAt: number | undefined;
   /** The transcription model when it is a streaming recogniser (turns are then transcribed as they are spoken). */
@@ -298,7 +300,7 @@ export class RealtimeSession {
       await transcribed;
       if (this.closed.signal.aborted) return;
       this.emit('conversation.item.done', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
-      if (answer && this.config.type === 'realtime' && !this.response && !this.input?.speaking) this.enqueue(() => this.createResponse({ conversation: 'auto' }));
+      if (answer) this.answerWhenFree();
     });
   }
 
@@ -327,6 +329,25 @@ export class RealtimeSession {
     }
   }
 
+  /**
+   * Answers the turns committed so far: now, or when the response in progress
+   * ends (a turn finished while the model was still answering the one before
+   * is answered next, not left unanswered). Not while the user speaks: that
+   * turn's end answers them all.
+   */
+  private answerWhenFree(): void {
+    if (this.config.type !== 'realtime' || this.input?.speaking) return;
+    if (this.response) {
+      this.unanswered = true;
+      return;
+    }
+    this.unanswered = false;
+    // A client's response.create may have come first: then that response answers the turn.
+    this.enqueue(() => {
+      if (!this.response) this.createResponse({ conversation: 'auto' });
+    });
+  }
+
   private createResponse(params: ResponseParams): void {
     if (this.config.type !== 'realtime') throw new InvalidRequestError('A transcription session makes no responses.', { code: 'invalid_session_type' });
     if (params.conversation === 'auto' && this.response) {
@@ -353,7 +374,10 @@ export class RealtimeSession {
     if (run.outOfBand) this.outOfBand.add(run);
     else this.response = run;
     void run.done.finally(() => {
-      if (this.response === run) this.response = undefined;
+      if (this.response === run) {
+        this.response = undefined;
+        if (this.unanswered && !this.closed.signal.aborted) this.answerWhenFree();
+      }
       this.outOfBand.delete(run);
     });
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { packSentences, splitSentences } from '../../src/core/tasks/speak/sentences.js';
+import { packSentences, SentenceStream, splitSentences } from '../../src/core/tasks/speak/sentences.js';
 import { canonicalLanguage, canonicalSpeaker } from '../../src/core/tasks/speak/voices.js';
 import type { SpeechModelInfo } from '../../src/core/tasks/speak/synthesizer.js';
 
@@ -90,5 +90,45 @@ describe('voices', () => {
       expect((error as { param: string }).param).toBe('voice');
       expect((error as Error).message).toBe("Model 'm' has no speaker 'bob'. Speakers: Vivian, Uncle_Fu.");
     }
+  });
+});
+
+describe('SentenceStream (text arriving in pieces)', () => {
+  /** Feeds `text` in pieces of `size` characters; returns what each push gave and the end's rest. */
+  const feed = (stream: SentenceStream, text: string, size: number) => {
+    const pieces: string[][] = [];
+    for (let at = 0; at < text.length; at += size) pieces.push(stream.push(text.slice(at, at + size)));
+    return { pieces, rest: stream.end() };
+  };
+
+  it('gives a sentence once text follows its end, never the sentence still being written', () => {
+    const stream = new SentenceStream({ minChars: 1 });
+    expect(stream.push('It costs 3.')).toEqual([]);
+    expect(stream.push('14 euros. And')).toEqual(['It costs 3.14 euros.']);
+    expect(stream.push(' more')).toEqual([]);
+    expect(stream.end()).toEqual(['And more']);
+  });
+
+  it('loses and adds nothing, however the text is cut into pieces', () => {
+    const text = 'First, a clause. Then a sentence that runs on for a while! And a question? Yes.';
+    for (const size of [1, 3, 7, 100]) {
+      const { pieces, rest } = feed(new SentenceStream({ firstMinChars: 10, firstMaxChars: 80 }), text, size);
+      expect([...pieces.flat(), ...rest].join(' ').replace(/\s+/g, ' ')).toBe(text);
+    }
+  });
+
+  it('lets the first piece end at a clause, and later ones only at sentences joined to minChars', () => {
+    const { pieces, rest } = feed(new SentenceStream({ firstMinChars: 10 }), 'Well, let me think, about it. Ok. Fine, then. Bye.', 1);
+    expect(pieces.flat()).toEqual(['Well, let me think,', 'about it. Ok. Fine, then.']);
+    expect(rest).toEqual(['Bye.']);
+  });
+
+  it('cuts a first piece with no boundary at a space before firstMaxChars', () => {
+    const words = Array.from({ length: 30 }, (_, i) => `word${i}`).join(' ');
+    const { pieces } = feed(new SentenceStream({ firstMinChars: 10, firstMaxChars: 40 }), words, 5);
+    const first = pieces.flat()[0]!;
+    expect(first.length).toBeLessThanOrEqual(40);
+    expect(words.startsWith(first)).toBe(true);
+    expect(words[first.length]).toBe(' ');
   });
 });

@@ -83,8 +83,8 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
       }
     });
   };
-  // The first sentence may be short: it decides when the first audio leaves.
-  const sentences = new SentenceStream({ firstMinChars: 1 });
+  // The first piece may be a clause or a few words: it decides when the first audio leaves.
+  const sentences = new SentenceStream({ firstMinChars: 10, firstMaxChars: 80 });
   let text = '';
   let finishReason: FinishReason = 'stop';
   let usage: ChatUsage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };

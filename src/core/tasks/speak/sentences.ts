@@ -121,15 +121,25 @@ function lastEnd(text: string, pattern: RegExp, limit: number): number {
  * Sentences of text that arrives in pieces (a chat reply streaming in), for
  * speaking each as soon as it is complete: `push` returns the pieces that
  * are whole now, `end` the rest. A sentence end counts once text follows it
- * ("3." may still become "3.14"). The first piece may be short (`firstMinChars`):
- * it decides when the first audio leaves; later ones are joined up to
- * `minChars` as splitSentences joins them.
+ * ("3." may still become "3.14"); later pieces are joined up to `minChars`
+ * as splitSentences joins them.
+ *
+ * The first piece decides when the first audio leaves, so it may be short
+ * (`firstMinChars`), may end at a clause (a comma, a colon…) once it has
+ * that many characters, and with `firstMaxChars` is cut at the last space
+ * before that length when no boundary came: a voice answer then starts
+ * speaking after its first clause or few words, not its first full stop.
  */
+export interface SentenceStreamOptions extends SplitOptions {
+  firstMinChars?: number;
+  firstMaxChars?: number;
+}
+
 export class SentenceStream {
   private pending = '';
   private first = true;
 
-  constructor(private readonly options: SplitOptions & { firstMinChars?: number } = {}) {}
+  constructor(private readonly options: SentenceStreamOptions = {}) {}
 
   push(text: string): string[] {
     this.pending += text;
@@ -151,14 +161,17 @@ export class SentenceStream {
     return rest ? cut(rest, this.options.maxChars ?? 300) : [];
   }
 
-  /** Where the next piece ends: after the first sentence end, followed by more text, that leaves it long enough. */
+  /** Where the next piece ends: after the first sentence end (for the first piece, also clause end), followed by more text, that leaves it long enough. */
   private nextEnd(): number | undefined {
     const min = this.first ? (this.options.firstMinChars ?? 1) : (this.options.minChars ?? 24);
-    for (const match of this.pending.matchAll(SENTENCE_END)) {
-      const end = match.index + match[0].length;
-      if (end >= this.pending.length) return undefined;
+    const ends = this.first ? [SENTENCE_END, CLAUSE_END] : [SENTENCE_END];
+    const candidates = ends.flatMap((pattern) => [...this.pending.matchAll(pattern)].map((m) => m.index + m[0].length)).sort((a, b) => a - b);
+    for (const end of candidates) {
+      if (end >= this.pending.length) break;
       if (this.pending.slice(0, end).trim().length >= min) return end;
     }
+    const firstMax = this.options.firstMaxChars;
+    if (this.first && firstMax !== undefined && this.pending.length > firstMax) return lastEnd(this.pending.slice(0, firstMax + 1), SPACE, firstMax) || firstMax;
     // No end yet: a piece that outgrew the limit is cut where splitSentences would cut it.
     const max = this.options.maxChars ?? 300;
     if (this.pending.length > max * 2) return lastEnd(this.pending.slice(0, max + 1), SPACE, max) || max;

@@ -15,9 +15,10 @@
  *   transcription   → conversation.item.input_audio_transcription.completed
  *   first token     → the first response.output_audio_transcript.delta
  *   first piece     → the deltas hold the first piece the server speaks (its
- *                     SentenceStream, fed the same deltas here: a sentence
- *                     end followed by more text, a piece past 600 characters,
- *                     or the end of the text)
+ *                     SentenceStream with the same options, fed the same
+ *                     deltas here: its first clause or sentence end followed
+ *                     by more text, a space before 80 characters, or the end
+ *                     of the text)
  *   first audio     → the first response.output_audio.delta
  *
  * Then each model's work alone on the same idle server (transcribeSamples,
@@ -232,7 +233,7 @@ function table(results: VoiceResult[]): void {
   const rows: Array<[string, (c: (typeof columns)[number]) => string]> = [
     [`goal: total ≤ ${GOAL_MS} ms`, (c) => (median(c.turns.map((t) => t.firstAudio)) <= GOAL_MS ? 'met' : 'NOT met')],
     ['turns', (c) => String(c.turns.length)],
-    ['first piece cut at (sentence/length/end)', (c) => ['sentence', 'length', 'end'].map((cut) => c.turns.filter((t) => t.firstCut === cut).length).join('/')],
+    ['first piece cut at (sentence or clause/length/end)', (c) => ['sentence', 'length', 'end'].map((cut) => c.turns.filter((t) => t.firstCut === cut).length).join('/')],
     ['first piece, characters', (c) => fmt(median(c.turns.map((t) => t.firstPiece.length)))],
     ['answer tokens', (c) => fmt(median(c.turns.map((t) => t.outputTokens)))],
     ['answer text written (→ last transcript delta)', (c) => fmt(median(c.turns.map((t) => t.lastToken)))],

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { decodeAudio } from '../../src/audio/decode.js';
 import { floatToInt16 } from '../../src/audio/encode/pcm16.js';
+import { SPOKEN_PIECES } from '../../src/core/realtime/reply.js';
 import { SentenceStream } from '../../src/core/tasks/speak/sentences.js';
 
 /**
@@ -219,15 +220,13 @@ export async function runTurns(options: ClientOptions): Promise<TurnTiming[]> {
       const firstAudio = ofResponse.find((e) => e.event.type === 'response.output_audio.delta');
       if (!deltas.length || !firstAudio) throw new Error(`turn ${turn}: no text or no audio in the answer (${ofResponse.map((e) => e.event.type).join(', ')})`);
       // The server cuts the first piece for speech with this same stream (core/realtime/reply.ts): fed the same deltas, it cuts here.
-      const sentences = new SentenceStream({ firstMinChars: 1 });
+      const sentences = new SentenceStream(SPOKEN_PIECES);
       let first: { at: number; piece: string; cut: TurnTiming['firstCut'] } | undefined;
-      let written = 0;
       for (const d of deltas) {
-        written += String(d.event.delta).length;
         const [piece] = sentences.push(String(d.event.delta));
         if (piece) {
-          // Without a sentence end the stream cuts once its text outgrows twice maxChars (300).
-          first = { at: d.at, piece, cut: written > 600 ? 'length' : 'sentence' };
+          // A piece that ends in no sentence or clause mark was cut at a space before firstMaxChars.
+          first = { at: d.at, piece, cut: /[.!?…。！？,;:，；：、—–]["'”’」』)\]]*$/.test(piece) ? 'sentence' : 'length' };
           break;
         }
       }

@@ -31,6 +31,9 @@ export interface SpokenSentence {
   cut?: boolean;
 }
 
+/** How an answer is cut for speech: the first piece may be a clause or a few words, as it decides when the first audio leaves. */
+export const SPOKEN_PIECES = { firstMinChars: 10, firstMaxChars: 80 } as const;
+
 export interface ReplyEvents {
   /** The answer's text as the model writes it (the audio's transcript when there is audio). */
   text(delta: string): void;
@@ -83,8 +86,7 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
       }
     });
   };
-  // The first piece may be a clause or a few words: it decides when the first audio leaves.
-  const sentences = new SentenceStream({ firstMinChars: 10, firstMaxChars: 80 });
+  const sentences = new SentenceStream(SPOKEN_PIECES);
   let text = '';
   let finishReason: FinishReason = 'stop';
   let usage: ChatUsage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };

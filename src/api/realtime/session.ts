@@ -1,6 +1,5 @@
 import type { Engine } from '../../core/engine.js';
 import { InvalidRequestError, isLserveError, ServerError, type LserveError } from '../../core/errors.js';
-import { transcribeSamples } from '../../core/tasks/transcribe.js';
 import type { VoiceActivityStream } from '../../core/voice-activity.js';
 import { InputAudioDecoder, INPUT_RATE } from './audio-format.js';
 import { parseClientEvent, type ClientEvent, type ResponseParams } from './client-events.js';
@@ -9,7 +8,7 @@ import { RealtimeEventError } from './errors.js';
 import { newEventId, newId } from './ids.js';
 import { InputAudio } from './input-audio.js';
 import type { UserMessageItem } from './items.js';
-import { LiveTranscription } from './live-transcription.js';
+import { TurnTranscriber } from './turn-transcription.js';
 import { ResponseRun, truncateHeard } from './response-run.js';
 import { errorEvent, itemObject, serverEventName } from './server-events.js';
 import { mergeSessionPatch, sessionObject } from './session-config.js';
@@ -31,7 +30,7 @@ import type { Dialect, SessionConfig } from './types.js';
  *
  * A turn is transcribed by the session's transcription model once it is
  * committed; a streaming recogniser (kind asr-stream) hears it while the
- * user speaks instead (live-transcription.ts), its deltas going out during
+ * user speaks instead (turn-transcription.ts), its deltas going out during
  * the turn.
  */
 
@@ -63,10 +62,7 @@ export class RealtimeSession {
   private unanswered = false;
   /** performance.now() when the user's last turn ended, until its answer's first audio. */
   private speechEndedAt: number | undefined;
-  /** The transcription model when it is a streaming recogniser (turns are then transcribed as they are spoken). */
-  private streamingModel: string | undefined;
-  /** The turn in progress, transcribed live. */
-  private live: { itemId: string; transcription: LiveTranscription } | undefined;
+  private readonly transcriber: TurnTranscriber;
 
   constructor(
     private readonly host: SessionHost,
@@ -74,13 +70,14 @@ export class RealtimeSession {
   ) {
     this.config = config;
     this.decoder = new InputAudioDecoder(config.input.format);
+    this.transcriber = new TurnTranscriber(host.engine, (type, fields) => this.emit(type, fields), (message) => host.log(`realtime ${this.id}: ${message}`), this.closed.signal);
   }
 
   /** Announces the session (session.created) and readies turn detection. */
   open(): void {
     this.enqueue(async () => {
       await this.configureInput();
-      await this.findStreamingModel();
+      await this.transcriber.useModel(this.config.input.transcription?.model);
       this.emit('session.created', { session: sessionObject(this.config, this.id, this.host.dialect) });
     });
   }
@@ -134,7 +131,7 @@ export class RealtimeSession {
         return this.commit();
       case 'input_audio_buffer.clear':
         this.requireInput().clear();
-        this.dropLive();
+        this.transcriber.drop();
         this.emit('input_audio_buffer.cleared', {});
         return;
       case 'output_audio_buffer.clear':
@@ -183,10 +180,10 @@ export class RealtimeSession {
     this.config = next;
     if (JSON.stringify(next.input.format) !== JSON.stringify(before.input.format)) this.decoder = new InputAudioDecoder(next.input.format);
     if (JSON.stringify(next.input.turnDetection) !== JSON.stringify(before.input.turnDetection)) {
-      this.dropLive();
+      this.transcriber.drop();
       await this.configureInput();
     }
-    if (next.input.transcription?.model !== before.input.transcription?.model) await this.findStreamingModel();
+    if (next.input.transcription?.model !== before.input.transcription?.model) await this.transcriber.useModel(this.config.input.transcription?.model);
     this.emit('session.updated', { session: sessionObject(this.config, this.id, this.host.dialect) });
   }
 
@@ -216,32 +213,7 @@ export class RealtimeSession {
   private append(audio: string): void {
     const samples = this.decoder.decode(audio);
     this.requireInput().append(samples);
-    this.live?.transcription.push(samples);
-  }
-
-  /** Whether the transcription model is a streaming recogniser; a model that cannot be found is the transcription's to report, turn by turn. */
-  private async findStreamingModel(): Promise<void> {
-    const model = this.config.input.transcription?.model;
-    this.streamingModel = undefined;
-    if (!model) return;
-    try {
-      const installed = await this.host.engine.resolve(model, ['asr', 'asr-stream']);
-      if (installed.entry.kind === 'asr-stream') this.streamingModel = model;
-    } catch {
-      // Unknown or of another kind: each turn's transcription fails saying so.
-    }
-  }
-
-  /** A transcription of the turn `itemId` by the streaming model, its deltas sent as they come. */
-  private liveTranscription(itemId: string, model: string): LiveTranscription {
-    const delta = (text: string) => this.emit('conversation.item.input_audio_transcription.delta', { item_id: itemId, content_index: 0, delta: text });
-    return new LiveTranscription(this.host.engine, model, delta, this.closed.signal);
-  }
-
-  /** The live transcription of a turn that will not be committed (cleared, turn detection changed) ends. */
-  private dropLive(): void {
-    this.live?.transcription.close();
-    this.live = undefined;
+    this.transcriber.heard(samples);
   }
 
   private pendingTurn: string | undefined;
@@ -249,13 +221,9 @@ export class RealtimeSession {
   private speechStarted(startMs: number): void {
     this.pendingTurn = newId('item');
     this.emit('input_audio_buffer.speech_started', { audio_start_ms: startMs, item_id: this.pendingTurn });
-    this.dropLive();
-    if (this.streamingModel && this.config.input.transcription) {
-      const transcription = this.liveTranscription(this.pendingTurn, this.streamingModel);
-      // From the padded start of the speech, which the detector hears a little after it arrives.
-      transcription.push(this.requireInput().turnAudio());
-      this.live = { itemId: this.pendingTurn, transcription };
-    }
+    // From the padded start of the speech, which the detector hears a little after it arrives.
+    if (this.config.input.transcription) this.transcriber.started(this.pendingTurn, this.requireInput().turnAudio());
+    else this.transcriber.drop();
     // Barge-in: the user speaks over the answer.
     if (this.response && this.config.input.turnDetection?.interruptResponse) this.response.cancel('turn_detected');
   }
@@ -291,42 +259,13 @@ export class RealtimeSession {
     const previous = this.conversation.add(item);
     this.emit('input_audio_buffer.committed', { previous_item_id: previous, item_id: id });
     this.emit('conversation.item.added', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
-    const transcription = this.config.input.transcription;
-    const live = this.live?.itemId === id ? this.live.transcription : undefined;
-    this.live = undefined;
-    if (!transcription) live?.close();
-    const transcribed = transcription ? this.transcribe(item, clip, transcription, live) : Promise.resolve();
+    const transcribed = this.transcriber.transcribe(item, clip, this.config.input.transcription);
     this.turns = this.turns.then(async () => {
       await transcribed;
       if (this.closed.signal.aborted) return;
       this.emit('conversation.item.done', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
       if (answer) this.answerWhenFree();
     });
-  }
-
-  /** The turn's transcript: from its live transcription when it had one (or the streaming model hearing the clip now), else the whole clip at once. */
-  private async transcribe(item: UserMessageItem, clip: Float32Array, options: NonNullable<SessionConfig['input']['transcription']>, live?: LiveTranscription): Promise<void> {
-    const where = { item_id: (item as Item).id, content_index: 0 };
-    try {
-      let transcript: string;
-      if (!live && this.streamingModel && options.model === this.streamingModel) {
-        live = this.liveTranscription(where.item_id, this.streamingModel);
-        live.push(clip);
-      }
-      if (live) {
-        transcript = await live.finish();
-      } else {
-        transcript = (await transcribeSamples(this.host.engine, { model: options.model, samples: clip, language: options.language, prompt: options.prompt }, this.closed.signal)).text.trim();
-        this.emit('conversation.item.input_audio_transcription.delta', { ...where, delta: transcript });
-      }
-      item.content[0] = { type: 'input_audio', transcript };
-      this.emit('conversation.item.input_audio_transcription.completed', { ...where, transcript, usage: { type: 'duration', seconds: clip.length / INPUT_RATE } });
-    } catch (error) {
-      if (this.closed.signal.aborted) return;
-      const typed = asLserveError(error);
-      if (typed.status >= 500) this.host.log(`realtime ${this.id}: transcription failed: ${(typed.cause as Error)?.stack ?? typed.stack}`);
-      this.emit('conversation.item.input_audio_transcription.failed', { ...where, error: { type: typed.type, code: typed.code, message: typed.message, param: typed.param } });
-    }
   }
 
   /**

@@ -1,10 +1,8 @@
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
-import { connectSdk, pcm24k, pcm24kMs, silence, SPEECH_WAV, streamAudio, type EventOf } from '../helpers/realtime.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
-import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
-import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
+import { CHAT_MODEL_ID } from '../helpers/chat-model.js';
+import { connectSdk, startVoiceServer, pcm24k, pcm24kMs, silence, SPEECH_WAV, streamAudio, type EventOf } from '../helpers/realtime.js';
+import type { TestServer } from '../helpers/server.js';
 
 /**
  * Barge-in through the official `openai` Node SDK: the user speaks over a
@@ -20,11 +18,7 @@ let client: OpenAI;
 let speech: Buffer;
 
 beforeAll(async () => {
-  server = await startTestServer({ engine: { threads: 1, parallel: 2 }, server: { metrics: true } });
-  await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
-  await server.engine.store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-test' });
-  await server.engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  ({ server, client } = await startVoiceServer({ metrics: true }));
   speech = await pcm24k(SPEECH_WAV);
 }, 120_000);
 

@@ -1,8 +1,7 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
+import { openaiVersion, runPython } from '../helpers/python.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
 
@@ -17,10 +16,7 @@ import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
  */
 
 const SCRIPT = fileURLToPath(new URL('../python/realtime_sdk.py', import.meta.url));
-const VENV_PYTHON = fileURLToPath(new URL('../.cache/py/bin/python', import.meta.url));
-const python = existsSync(VENV_PYTHON) ? VENV_PYTHON : 'python3';
-const sdk = spawnSync(python, ['-c', 'import openai, websockets; print(openai.__version__)'], { encoding: 'utf8' });
-const version = sdk.status === 0 ? sdk.stdout.trim() : undefined;
+const version = openaiVersion(['openai', 'websockets']);
 
 describe.skipIf(!version)('the Realtime API through the Python openai package (needs it with websockets: python3 -m pip install -r test/python/requirements.txt, as .ci/run does into test/.cache/py)', () => {
   let server: TestServer;
@@ -36,15 +32,7 @@ describe.skipIf(!version)('the Realtime API through the Python openai package (n
   });
 
   it(`passes test/python/realtime_sdk.py (openai ${version})`, async () => {
-    const env = { ...process.env, LSERVE_URL: server.url, LSERVE_MODEL: CHAT_MODEL_ID };
-    const child = spawn(python, [SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d));
-    child.stderr.on('data', (d: Buffer) => (output += d));
-    const code = await new Promise<number | null>((resolve, reject) => {
-      child.on('error', reject);
-      child.on('close', resolve);
-    });
+    const { code, output } = await runPython(SCRIPT, { LSERVE_URL: server.url, LSERVE_MODEL: CHAT_MODEL_ID });
     // unittest's report names each case and, on failure, its traceback.
     expect(code, output).toBe(0);
     expect(output).toMatch(/^OK$/m);

@@ -1,6 +1,11 @@
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
-import type OpenAI from 'openai';
+import OpenAIClient from 'openai';
+import { CHAT_MODEL_ID, tinyQwen3File } from './chat-model.js';
+import { startTestServer, type TestServer } from './server.js';
+import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
+import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
+type OpenAI = OpenAIClient;
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import type { RealtimeServerEvent } from 'openai/resources/realtime/realtime';
 import WebSocket from 'ws';
@@ -135,4 +140,17 @@ export async function streamAudioLive(session: Parameters<typeof streamAudio>[0]
     if (due > performance.now()) await new Promise((r) => setTimeout(r, due - performance.now()));
     session.send({ type: 'input_audio_buffer.append', audio: audio.subarray(at, at + 960).toString('base64') });
   }
+}
+
+/**
+ * A test server with what a voice session uses: the tiny Qwen3 chat model
+ * (CHAT_MODEL_ID), a tiny Whisper ('whisper-test') and the synthetic Piper
+ * voice ('piper-test', speaker 'lessac'); the openai client pointed at it.
+ */
+export async function startVoiceServer(options: { metrics?: boolean } = {}): Promise<{ server: TestServer; client: OpenAIClient }> {
+  const server = await startTestServer({ engine: { threads: 1, parallel: 2 }, server: { metrics: options.metrics ?? false } });
+  await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+  await server.engine.store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'whisper-test' });
+  await server.engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
+  return { server, client: new OpenAIClient({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 }) };
 }

@@ -33,7 +33,11 @@ const types = (events: ServerEvent[]) => events.map((e) => e.type);
 describe('Realtime API through the openai SDK', () => {
   it('hears a spoken turn, transcribes it and answers in text and audio', async () => {
     const { rt, events, next } = await connect();
-    rt.send({ type: 'session.update', session: { type: 'realtime', max_output_tokens: 24, audio: { output: { voice: 'marin' } } } as never });
+    // An unknown speech model is refused at its field; the installed one is taken (lserve's `audio.output.model`).
+    rt.send({ type: 'session.update', session: { type: 'realtime', audio: { output: { model: 'no-such-voice-model' } } } as never });
+    const refused = (await next('error')) as EventOf<'error'>;
+    expect(refused.error).toMatchObject({ param: 'session.audio.output.model' });
+    rt.send({ type: 'session.update', session: { type: 'realtime', max_output_tokens: 24, audio: { output: { voice: 'marin', model: 'piper-test' } } } as never });
     await next('session.updated');
     streamAudio(rt, Buffer.concat([silence(0.5), speech, silence(1.5)]));
     const started = await next('input_audio_buffer.speech_started');
@@ -52,7 +56,7 @@ describe('Realtime API through the openai SDK', () => {
     expect([...at].sort((a, b) => a - b)).toEqual(at);
     const audio = events.filter((e) => e.type === 'response.output_audio.delta').reduce((n, e) => n + Buffer.from((e as { delta: string }).delta, 'base64').length, 0);
     expect(audio).toBeGreaterThan(2400); // more than 50 ms of 24 kHz PCM16
-    expect(events.filter((e) => e.type === 'error')).toEqual([]);
+    expect(events.filter((e) => e.type === 'error')).toEqual([refused]);
     rt.close();
   }, 120_000);
 

@@ -144,6 +144,17 @@ describe('applySessionUpdate', () => {
     expect(config.output.format).toEqual({ type: 'audio/pcm', rate: 24000 });
   });
 
+  it("takes lserve's speech model field in either dialect, keeps it across updates and renders it back", () => {
+    let config = applySessionUpdate(base(), { type: 'realtime', audio: { output: { model: 'kokoro-en', voice: 'af_heart' } } }, 'ga');
+    expect(config.output).toMatchObject({ speechModel: 'kokoro-en', voice: 'af_heart' });
+    config = applySessionUpdate(config, { type: 'realtime', instructions: 'Be brief.' }, 'ga');
+    expect(config.output.speechModel).toBe('kokoro-en');
+    expect((sessionObject(config, 'sess_1', 'ga') as GaRealtimeSession).audio.output).toMatchObject({ model: 'kokoro-en' });
+    const beta = applySessionUpdate(base(), { speech_model: 'piper-en-lessac' }, 'beta');
+    expect(beta.output.speechModel).toBe('piper-en-lessac');
+    expect(sessionObject(beta, 'sess_1', 'beta')).toMatchObject({ speech_model: 'piper-en-lessac' });
+  });
+
   it('switches to a transcription session, which takes only input settings', () => {
     const config = applySessionUpdate(base(), { type: 'transcription', audio: { input: { transcription: { model: 'whisper-tiny' } } } }, 'ga');
     expect(config).toMatchObject({ type: 'transcription', input: { transcription: { model: 'whisper-tiny' } } });

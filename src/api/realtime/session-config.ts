@@ -71,6 +71,7 @@ export function mergeSessionPatch(current: SessionConfig, patch: SessionPatch): 
       ...current.output,
       format: patch.outputFormat ?? current.output.format,
       voice: patch.voice ?? current.output.voice,
+      speechModel: patch.speechModel ?? current.output.speechModel,
       speed: patch.speed ?? current.output.speed,
     },
     tools: patch.tools ?? current.tools,

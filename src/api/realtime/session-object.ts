@@ -34,7 +34,8 @@ export interface GaRealtimeSession {
   output_modalities: Array<'text' | 'audio'>;
   audio: {
     input: { format: AudioFormat; transcription?: InputTranscription; turn_detection: WireTurnDetection | null };
-    output: { format: AudioFormat; voice?: string; speed: number };
+    /** `model`: lserve's own field, the speech model (absent: the installed one). */
+    output: { format: AudioFormat; voice?: string; model?: string; speed: number };
   };
   tools: WireTool[];
   tool_choice: WireToolChoice;
@@ -102,6 +103,7 @@ export function sessionObject(config: SessionConfig, id: string, dialect: Dialec
       modalities: config.outputModalities.includes('audio') ? ['text', 'audio'] : ['text'],
       instructions: config.instructions,
       ...(output.voice !== undefined ? { voice: output.voice } : {}),
+      ...(output.speechModel !== undefined ? { speech_model: output.speechModel } : {}),
       output_audio_format: betaFormat(output.format),
       tools: config.tools.map(toolObject),
       tool_choice: toolChoiceObject(config.toolChoice),
@@ -122,7 +124,7 @@ export function sessionObject(config: SessionConfig, id: string, dialect: Dialec
     output_modalities: config.outputModalities,
     audio: {
       input: audioInput,
-      output: { format: output.format, ...(output.voice !== undefined ? { voice: output.voice } : {}), speed: output.speed },
+      output: { format: output.format, ...(output.voice !== undefined ? { voice: output.voice } : {}), ...(output.speechModel !== undefined ? { model: output.speechModel } : {}), speed: output.speed },
     },
     tools: config.tools.map(toolObject),
     tool_choice: toolChoiceObject(config.toolChoice),

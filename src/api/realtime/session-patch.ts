@@ -40,6 +40,8 @@ export interface SessionPatch {
   turnDetection?: TurnDetectionPatch | null;
   outputFormat?: AudioFormat;
   voice?: string;
+  /** lserve's own field (GA `audio.output.model`, beta `speech_model`): which installed speech model speaks. */
+  speechModel?: string;
   speed?: number;
   tools?: ChatTool[];
   toolChoice?: ChatToolChoice;
@@ -81,7 +83,7 @@ const gaRealtime = z.strictObject({
   audio: z
     .strictObject({
       input: z.strictObject(gaInput).optional(),
-      output: z.strictObject({ format: gaAudioFormat.optional(), voice: voice.optional(), speed: speed.optional() }).optional(),
+      output: z.strictObject({ format: gaAudioFormat.optional(), voice: voice.optional(), model: name.optional(), speed: speed.optional() }).optional(),
     })
     .optional(),
   tools: tools.optional(),
@@ -116,6 +118,7 @@ const betaRealtime = z.strictObject({
   modalities: modalities.optional(),
   instructions: text.optional(),
   voice: voice.optional(),
+  speech_model: name.optional(),
   output_audio_format: betaAudioFormat.optional(),
   tools: tools.optional(),
   tool_choice: toolChoice.optional(),
@@ -151,6 +154,7 @@ export function parseSessionPatch(session: unknown, dialect: Dialect, where: Eve
       turnDetection: s.turn_detection,
       outputFormat: s.output_audio_format,
       voice: s.voice,
+      speechModel: s.speech_model,
       speed: s.speed,
       tools: s.tools,
       toolChoice: s.tool_choice,
@@ -176,6 +180,7 @@ export function parseSessionPatch(session: unknown, dialect: Dialect, where: Eve
     turnDetection: input?.turn_detection,
     outputFormat: output?.format,
     voice: output?.voice,
+    speechModel: output?.model,
     speed: output?.speed,
     tools: s.tools,
     toolChoice: s.tool_choice,

@@ -176,6 +176,9 @@ export class RealtimeSession {
       }
     }
     if (next.type === 'realtime' && next.model !== this.config.model) await this.host.engine.resolve(next.model, ['chat'], 'session.model');
+    if (next.output.speechModel !== undefined && next.output.speechModel !== this.config.output.speechModel) {
+      await this.host.engine.resolve(next.output.speechModel, ['tts'], this.host.dialect === 'ga' ? 'session.audio.output.model' : 'session.speech_model');
+    }
     const before = this.config;
     this.config = next;
     if (JSON.stringify(next.input.format) !== JSON.stringify(before.input.format)) this.decoder = new InputAudioDecoder(next.input.format);

@@ -185,12 +185,6 @@ export class MediaProjector {
   /**
    * Routes the context's placeholder runs to libmtmd. Install it before the
    * decode gate (which then wraps it): the gate sees whole requests.
-   *
-   * A prompt with media is evaluated alone, from its first text token to its
-   * last: other sequences' decodes wait until it is done, and it waits for
-   * theirs in flight. Interleaving them was seen (once in many runs) to give
-   * a media prompt's first token from another sequence's state; llama.cpp's
-   * server, too, evaluates an image prompt while its other slots wait.
    */
   async installDecode(context: LlamaContext): Promise<void> {
     type Decode = (request: DecodeRequest, mapper: unknown) => Promise<Array<[number, unknown]>>;
@@ -198,31 +192,28 @@ export class MediaProjector {
     const decode = target._decodeTokens?.bind(context);
     if (!decode) throw new Error('this node-llama-cpp version has no decode hook for media (LlamaContext._decodeTokens)');
     const withLock = await contextLock();
-    const alone = new ExclusiveLane();
     target._decodeTokens = async (request, mapper) => {
       const { tokens } = request;
-      if (!tokens.some((t) => t >= this.nVocab)) return alone.shared(() => decode(request, mapper));
-      return alone.exclusive(async () => {
-        const results: Array<[number, unknown]> = [];
-        for (let start = 0; start < tokens.length; ) {
-          const first = request.firstTokenSequenceIndex + start;
-          const run = this.runs.get(tokens[start]!);
-          if (tokens[start]! >= this.nVocab) {
-            if (!run || start + run.nPos > tokens.length) throw new Error('a media item must be evaluated whole, from its first position');
-            const done = await withLock([context, 'context'], () => this.native.eval(target._ctx, run.prepared.handle, run.chunk, request.sequenceId, first));
-            if (done.nPast !== first + run.nPos) throw new Error(`the media took positions ${first}…${done.nPast}, not ${run.nPos}`);
-            start += run.nPos;
-            continue;
-          }
-          let end = start;
-          while (end < tokens.length && tokens[end]! < this.nVocab) end++;
-          const last = end === tokens.length;
-          const part = { ...request, tokens: tokens.slice(start, end), logits: request.logits.slice(start, end), firstTokenSequenceIndex: first, afterBatchAction: last ? request.afterBatchAction : undefined };
-          results.push(...(await decode(part, mapper)));
-          start = end;
+      if (!tokens.some((t) => t >= this.nVocab)) return decode(request, mapper);
+      const results: Array<[number, unknown]> = [];
+      for (let start = 0; start < tokens.length; ) {
+        const first = request.firstTokenSequenceIndex + start;
+        const run = this.runs.get(tokens[start]!);
+        if (tokens[start]! >= this.nVocab) {
+          if (!run || start + run.nPos > tokens.length) throw new Error('a media item must be evaluated whole, from its first position');
+          const done = await withLock([context, 'context'], () => this.native.eval(target._ctx, run.prepared.handle, run.chunk, request.sequenceId, first));
+          if (done.nPast !== first + run.nPos) throw new Error(`the media took positions ${first}…${done.nPast}, not ${run.nPos}`);
+          start += run.nPos;
+          continue;
         }
-        return results;
-      });
+        let end = start;
+        while (end < tokens.length && tokens[end]! < this.nVocab) end++;
+        const last = end === tokens.length;
+        const part = { ...request, tokens: tokens.slice(start, end), logits: request.logits.slice(start, end), firstTokenSequenceIndex: first, afterBatchAction: last ? request.afterBatchAction : undefined };
+        results.push(...(await decode(part, mapper)));
+        start = end;
+      }
+      return results;
     };
   }
 
@@ -300,42 +291,6 @@ export class MediaProjector {
       isSpecialToken: (token: Token) => !isPlaceholder(token) && original.isSpecialToken(token),
       isEogToken: (token: Token) => !isPlaceholder(token) && original.isEogToken(token),
     }) as Tokenizer;
-  }
-}
-
-/**
- * Shared work runs side by side; exclusive work waits for the shared work in
- * flight, runs alone, and holds new work (shared or exclusive) until it ends.
- */
-class ExclusiveLane {
-  private running = 0;
-  private drained: (() => void) | undefined;
-  private held: Promise<void> = Promise.resolve();
-  private holding = false;
-
-  async shared<T>(work: () => Promise<T>): Promise<T> {
-    while (this.holding) await this.held;
-    this.running++;
-    try {
-      return await work();
-    } finally {
-      if (--this.running === 0) this.drained?.();
-    }
-  }
-
-  async exclusive<T>(work: () => Promise<T>): Promise<T> {
-    while (this.holding) await this.held;
-    this.holding = true;
-    let release!: () => void;
-    this.held = new Promise((resolve) => (release = resolve));
-    try {
-      while (this.running > 0) await new Promise<void>((resolve) => (this.drained = resolve));
-      this.drained = undefined;
-      return await work();
-    } finally {
-      this.holding = false;
-      release();
-    }
   }
 }
 

@@ -106,7 +106,7 @@ describe.skipIf(!shipped)('Qwen2-VL golden model, images through the server (nee
     expect(promptTokens).toBe(c.prompt_ids.length);
   }, 60_000);
 
-  // Known bug, not yet understood: about one run in seven (here), one of two image prompts made at once
+  // Known bug, not yet understood: in 2 of about 35 runs here, one of two image prompts made at once
   // answers from the other's sequence (its first token is the other case's second). Skipped so that the
   // suite stays green; evaluating media prompts alone on the context did not cure it.
   it.skip('answers image requests side by side with each other and with a text request, each as it would alone', async () => {

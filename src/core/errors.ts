@@ -144,3 +144,8 @@ export class StoreError extends LserveError {
 export function isLserveError(value: unknown): value is LserveError {
   return value instanceof LserveError;
 }
+
+/** `error` as an LserveError: itself, or a 500 that keeps it as its cause (for the log, never for the client). */
+export function asLserveError(error: unknown): LserveError {
+  return isLserveError(error) ? error : new ServerError('Internal server error', { cause: error });
+}

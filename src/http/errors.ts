@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import multer from 'multer';
-import { InsufficientMemoryError, LserveError, ModelLoadError, OverloadedError, NotFoundError, PayloadTooLargeError, InvalidRequestError, ServerError } from '../core/errors.js';
+import { asLserveError, InsufficientMemoryError, LserveError, ModelLoadError, OverloadedError, NotFoundError, PayloadTooLargeError, InvalidRequestError } from '../core/errors.js';
 
 /**
  * The one place errors become HTTP responses: OpenAI's shape everywhere,
@@ -60,7 +60,7 @@ export function toLserveError(error: unknown): LserveError {
     return new InvalidRequestError(`Multipart upload rejected: ${error.message}`, { code: error.code.toLowerCase(), param: error.field ?? null });
   }
   if (e?.status && e.status >= 400 && e.status < 500) return new InvalidRequestError(e.message ?? 'Bad request');
-  return new ServerError('Internal server error', { cause: error });
+  return asLserveError(error);
 }
 
 export function openAIError(error: LserveError): OpenAIErrorBody {

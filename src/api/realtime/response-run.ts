@@ -1,5 +1,5 @@
 import type { Engine } from '../../core/engine.js';
-import { isLserveError, ServerError, type LserveError } from '../../core/errors.js';
+import { asLserveError, type LserveError } from '../../core/errors.js';
 import { heardText, runReply, type SpokenSentence } from '../../core/realtime/reply.js';
 import type { ChatToolCall } from '../../core/tasks/chat.js';
 import { base64Chunks, OutputAudioEncoder } from './audio-format.js';
@@ -154,7 +154,7 @@ export class ResponseRun {
       if (this.cancelled) {
         outcome = { status: 'cancelled', reason: this.cancelled };
       } else {
-        const typed = isLserveError(error) ? error : new ServerError('Internal server error', { cause: error });
+        const typed = asLserveError(error);
         outcome = { status: 'failed', error: { type: typed.type, ...(typed.code ? { code: typed.code } : {}) } };
         host.failed(typed);
       }

@@ -1,5 +1,5 @@
 import type { Engine } from '../../core/engine.js';
-import { InvalidRequestError, isLserveError, ServerError, type LserveError } from '../../core/errors.js';
+import { asLserveError, InvalidRequestError, ServerError } from '../../core/errors.js';
 import type { VoiceActivityStream } from '../../core/voice-activity.js';
 import { InputAudioDecoder, INPUT_RATE } from './audio-format.js';
 import { parseClientEvent, type ClientEvent, type ResponseParams } from './client-events.js';
@@ -349,6 +349,3 @@ export class RealtimeSession {
   }
 }
 
-function asLserveError(error: unknown): LserveError {
-  return isLserveError(error) ? error : new ServerError('Internal server error', { cause: error });
-}

@@ -1,5 +1,5 @@
 import type { Engine } from '../../core/engine.js';
-import { isLserveError, ServerError } from '../../core/errors.js';
+import { asLserveError } from '../../core/errors.js';
 import { transcribeSamples } from '../../core/tasks/transcribe.js';
 import { INPUT_RATE } from './audio-format.js';
 import { LiveTranscription } from './live-transcription.js';
@@ -83,7 +83,7 @@ export class TurnTranscriber {
       this.emit('conversation.item.input_audio_transcription.completed', { ...where, transcript, usage: { type: 'duration', seconds: clip.length / INPUT_RATE } });
     } catch (error) {
       if (this.signal.aborted) return;
-      const typed = isLserveError(error) ? error : new ServerError('Internal server error', { cause: error });
+      const typed = asLserveError(error);
       if (typed.status >= 500) this.log(`transcription failed: ${(typed.cause as Error)?.stack ?? typed.stack}`);
       this.emit('conversation.item.input_audio_transcription.failed', { ...where, error: { type: typed.type, code: typed.code, message: typed.message, param: typed.param } });
     }

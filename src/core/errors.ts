@@ -113,6 +113,13 @@ export class OverloadedError extends LserveError {
   }
 }
 
+/** 503 while the server drains (SIGTERM): it takes no new work; a balancer sends the request to another replica. */
+export class ShuttingDownError extends LserveError {
+  constructor(message = 'The server is shutting down and takes no new requests; retry, and another replica will answer.') {
+    super(503, 'overloaded_error', message, { code: 'shutting_down' });
+  }
+}
+
 /** 500: a real fault inside the engine (never used for bad input). */
 export class ServerError extends LserveError {
   constructor(message: string, details: ErrorDetails = {}) {

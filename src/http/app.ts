@@ -6,6 +6,7 @@ import { routers } from './routes/index.js';
 import { uiRouter } from './routes/ui.js';
 import { assertJsonDepth } from '../api/validate.js';
 import type { ServerContext } from './context.js';
+import { readyRoute } from './readiness.js';
 
 export function createApp(ctx: ServerContext, policy: HostOriginPolicy): Express {
   const app = express();
@@ -17,9 +18,13 @@ export function createApp(ctx: ServerContext, policy: HostOriginPolicy): Express
   // Host and Origin first: a refused browser request does no work at all.
   app.use(hostOriginCheck(policy));
   app.use(corsHeaders(policy));
+  // Liveness: the process answers (a draining server too, so that nothing restarts it mid-drain).
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });
+  // Readiness, for balancers and Kubernetes; open like /health (it tells no secret: see readiness.ts).
+  app.get('/ready', readyRoute(ctx));
+  app.use(ctx.drain.middleware());
   // The playground's page and assets need no API key (the page asks for it and sends it with every /v1 call).
   if (ctx.options.ui !== false) app.use(uiRouter());
   app.use(apiKeyCheck(ctx.options.apiKey));

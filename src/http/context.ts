@@ -5,6 +5,8 @@ import type { HubToken } from '../core/hub-auth.js';
 import type { InputPolicy } from './remote-input.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResponseStore, ResponseStoreOptions } from '../core/responses/store.js';
+import type { Drain } from './drain.js';
+import type { ReadinessCheck } from './readiness.js';
 
 /** What every router gets: the engine and the server's settings. */
 export interface ServerContext {
@@ -18,6 +20,10 @@ export interface ServerContext {
   metrics?: ServerMetrics;
   /** Stored Responses API responses (`store: true`), under the lserve home. */
   responses: ResponseStore;
+  /** Where the server is in a drain (SIGTERM): GET /ready, the refusal of new work, lserve_draining. */
+  drain: Drain;
+  /** What GET /ready checks (see readiness.ts): the model store, then `ServerOptions.readiness`; a backend opened later may push its own. */
+  readiness: ReadinessCheck[];
 }
 
 export interface ServerOptions {
@@ -50,6 +56,10 @@ export interface ServerOptions {
   hfToken?: HubToken;
   /** Retention of stored responses (`lserve serve --responses-ttl`, `--responses-max`); defaults in RESPONSE_STORE_DEFAULTS. */
   responses?: Partial<ResponseStoreOptions>;
+  /** Checks GET /ready runs besides the model store's (a shared state backend's ping). */
+  readiness?: readonly ReadinessCheck[];
+  /** Each readiness check's bound; default READINESS_TIMEOUT_MS. */
+  readinessTimeoutMs?: number;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

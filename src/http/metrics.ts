@@ -29,7 +29,8 @@ export class ServerMetrics {
   private readonly latency: Histogram<'method' | 'route'>;
   private readonly handlers: { [T in EngineEvent['type']]: (event: Extract<EngineEvent, { type: T }>) => void };
 
-  constructor(engine: Engine) {
+  /** `draining`: whether the server is draining (SIGTERM), for lserve_draining. */
+  constructor(engine: Engine, draining: () => boolean = () => false) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     this.requests = new Counter({ name: 'lserve_http_requests_total', help: 'HTTP requests by route pattern and status.', labelNames: ['method', 'route', 'status'], registers });
@@ -39,6 +40,15 @@ export class ServerMetrics {
       labelNames: ['method', 'route'],
       buckets: LATENCY_BUCKETS,
       registers,
+    });
+
+    new Gauge({
+      name: 'lserve_draining',
+      help: '1 while the server drains (SIGTERM: GET /ready answers 503, in-flight work finishes), else 0.',
+      registers,
+      collect() {
+        this.set(draining() ? 1 : 0);
+      },
     });
 
     const loaded = () => engine.manager.loaded();

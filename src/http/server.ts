@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import type { Engine } from '../core/engine.js';
-import { AuthenticationError, NotFoundError, type LserveError } from '../core/errors.js';
+import { AuthenticationError, NotFoundError, ShuttingDownError, type LserveError } from '../core/errors.js';
 import { openAIError, toLserveError } from './errors.js';
 import { createApp } from './app.js';
 import type { ServerContext, ServerOptions } from './context.js';
@@ -13,6 +13,8 @@ import { isAuthorizedUpgrade, OPENAI_KEY_PROTOCOL, WS_KEY_PROTOCOL } from './mid
 import { resolveLocalDirs } from './remote-input.js';
 import { ServerMetrics } from './metrics.js';
 import { openResponseStore } from '../core/responses/open.js';
+import { Drain, DRAIN_RETRY_AFTER_S, type DrainOptions } from './drain.js';
+import { modelStoreCheck } from './readiness.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -20,6 +22,14 @@ export interface RunningServer {
   readonly http: http.Server;
   /** Stops accepting, cancels in-flight work, unloads models. */
   close(): Promise<void>;
+  /**
+   * Ends the server gracefully (SIGTERM): GET /ready turns 503 at once, new
+   * requests are served for `graceMs` more, then the listener closes; work in
+   * flight finishes until `timeoutMs` after the call, then whatever is left
+   * is cut (its connection closed; WebSocket sessions get 1001), and the
+   * server closes as by close(), which this resolves with.
+   */
+  drain(options: DrainOptions): Promise<void>;
 }
 
 /** The subprotocol answered: the first one offered that is not an API key (never echo a key); none when only a key was offered. */
@@ -37,12 +47,24 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
     maxBytes: options.maxUploadBytes,
   };
   // One registry per server (never prom-client's global one): several servers can share a process.
-  const metrics = options.metrics ? new ServerMetrics(engine) : undefined;
+  const drain = new Drain();
+  const metrics = options.metrics ? new ServerMetrics(engine, () => drain.draining) : undefined;
   const responses = openResponseStore(engine.options.home, options.responses);
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, responses };
+  const readiness = [modelStoreCheck(engine.store.modelsDir), ...(options.readiness ?? [])];
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, responses, drain, readiness };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
-  const server = http.createServer(app);
+  const server = http.createServer();
+  // Counted before the app sees the request: a drain waits for every response to end.
+  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    const leave = drain.enter();
+    res.once('close', () => {
+      leave();
+      // Once refusing, a connection whose answer is out is closed rather than left for the next request to be refused on.
+      if (drain.refusing) setImmediate(() => server.closeIdleConnections());
+    });
+  });
+  server.on('request', app);
   // Slow uploads are fine; idle keep-alive sockets should not hold shutdown up.
   server.keepAliveTimeout = 5_000;
 
@@ -50,15 +72,19 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   server.on('upgrade', (req, socket, head) => {
     // Until ws takes the socket over, a reset from the client must not become an uncaught 'error'.
     socket.on('error', () => socket.destroy());
+    // A WebSocket session is work in flight until its socket closes (the model load before it, too).
+    socket.once('close', drain.enter());
     const refuse = (error: LserveError) => {
       if (error.status >= 500 && error.status !== 503) options.log(`error upgrading ${req.url}: ${(error.cause as Error)?.stack ?? error.stack}`);
       const body = JSON.stringify(openAIError(error));
-      socket.end(`HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      const retry = error instanceof ShuttingDownError ? `Retry-After: ${DRAIN_RETRY_AFTER_S}\r\n` : '';
+      socket.end(`HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${retry}Connection: close\r\n\r\n${body}`);
     };
     const url = new URL(req.url ?? '/', 'http://localhost');
     const route = websocketRoutes.find((r) => r.path === url.pathname);
     const refusal = hostOriginRefusal(req.headers, policy);
     if (refusal) return refuse(refusal);
+    if (drain.refusing) return refuse(new ShuttingDownError());
     if (!route) return refuse(new NotFoundError(`No WebSocket endpoint at ${url.pathname}`, { code: 'unknown_route' }));
     if (!isAuthorizedUpgrade(req.headers, options.apiKey)) return refuse(new AuthenticationError());
     route.accept(req, url, ctx).then(
@@ -107,7 +133,8 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
   let closing: Promise<void> | undefined;
-  return {
+  let draining: Promise<void> | undefined;
+  const running: RunningServer = {
     url: `http://${host}:${address.port}`,
     port: address.port,
     http: server,
@@ -127,5 +154,23 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
       })();
       return closing;
     },
+    drain({ graceMs, timeoutMs }) {
+      draining ??= (async () => {
+        const start = performance.now();
+        drain.draining = true;
+        // Each wait ends early if close() is called meanwhile (a second signal).
+        await drain.wait(Math.min(graceMs, timeoutMs), shutdown.signal);
+        drain.refusing = true;
+        server.close(); // stops listening and closes idle connections; close() waits for the rest
+        await drain.wait(timeoutMs - (performance.now() - start), shutdown.signal, true);
+        if (drain.inFlight === 0 || shutdown.signal.aborted) return;
+        // Cut, not cancelled: a cancelled generation ends as if the model had stopped, and its client would take a
+        // cut answer for a whole one. A cut connection is an error every client sees (and SDKs retry elsewhere).
+        options.log(`drain timeout: cutting ${drain.inFlight} request(s) and session(s) still in flight`);
+        server.closeAllConnections();
+      })().then(() => running.close());
+      return draining;
+    },
   };
+  return running;
 }

@@ -25,6 +25,7 @@ let png: Buffer;
 /** Every route the app mounts, with a body that would otherwise get past the boundary. */
 const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: boolean }> = [
   { method: 'GET', path: '/health' },
+  { method: 'GET', path: '/ready' },
   { method: 'GET', path: '/v1/models' },
   { method: 'GET', path: '/v1/models/ppocr-v4-mobile' },
   { method: 'POST', path: '/v1/chat/completions', body: { model: 'x', messages: [{ role: 'user', content: 'hi' }] } },

@@ -31,11 +31,11 @@ function alive(pid: number): boolean {
 }
 
 /** `lserve serve` on a free port with a chat model, a streamed chat held in its stopped runner, and that runner's pid. */
-async function serveWithStuckRunner(): Promise<{ child: ChildProcess; runner: number; exited: Promise<number | null>; log: () => string }> {
+async function serveWithStuckRunner(args: string[] = []): Promise<{ child: ChildProcess; runner: number; exited: Promise<number | null>; log: () => string }> {
   const home = await tempHome();
   const env = { ...process.env, LSERVE_HOME: home };
   expect((await runCli(['pull', tinyQwen3File(), '--kind', 'chat', '--id', CHAT_MODEL_ID], { env })).code).toBe(0);
-  const { child, url: base, exited, log } = await spawnServe(home, ['--threads', '1']);
+  const { child, url: base, exited, log } = await spawnServe(home, ['--threads', '1', ...args]);
   server = child;
   const response = await fetch(`${base}/v1/chat/completions`, {
     method: 'POST',
@@ -65,11 +65,12 @@ it.runIf(process.platform === 'linux')('exits at the second SIGTERM at once, kil
 });
 
 it.runIf(process.platform === 'linux')('ends at the first SIGTERM by itself, within its grace periods, even with a runner that does not answer', async () => {
-  const { child, runner, exited } = await serveWithStuckRunner();
+  // SIGTERM drains (drain.test.ts): here no grace, and 1 s for the held request before it is cut.
+  const { child, runner, exited } = await serveWithStuckRunner(['--drain-grace', '0', '--drain-timeout', '1s']);
   const first = performance.now();
   child.kill('SIGTERM');
   expect(await exited).toBe(0);
-  // 5 s for the held request to end, 5 s for the runner to dispose of its model: then it is killed.
+  // 1 s for the held request, then 5 s for the runner to dispose of its model: then it is killed.
   expect(performance.now() - first).toBeLessThan(15_000);
   await new Promise((resolve) => setTimeout(resolve, 200));
   expect(alive(runner)).toBe(false);

@@ -22,6 +22,8 @@ interface ServeFlags extends EngineFlags {
   hfTokenFile?: string;
   responsesTtl?: string;
   responsesMax?: string;
+  drainTimeout: string;
+  drainGrace: string;
 }
 
 export function serveCommand(): Command {
@@ -48,6 +50,8 @@ export function serveCommand(): Command {
     .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
     .option('--responses-ttl <duration>', 'how long stored Responses API responses are kept (e.g. 24h); default 30 days')
     .option('--responses-max <n>', 'most stored Responses API responses; the oldest go first (default 10000)')
+    .addOption(new Option('--drain-timeout <duration>', 'at SIGTERM, how long work in flight may take to finish before it is cancelled and the server exits').env('LSERVE_DRAIN_TIMEOUT').default('30s'))
+    .addOption(new Option('--drain-grace <duration>', 'at SIGTERM, how long new requests are still served while GET /ready already fails, so a load balancer stops sending first (within --drain-timeout)').env('LSERVE_DRAIN_GRACE').default('5s'))
     .option('--hf-token-file <path>', `${HF_TOKEN_FILE_HELP}; used by POST /v1/models/pull`)
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
@@ -72,6 +76,7 @@ Examples:
       }
       if (flags.maxLoaded) positiveInt(flags.maxLoaded, '--max-loaded');
       const responses = responseRetention(flags);
+      const drainOptions = { graceMs: drainDuration(flags.drainGrace, '--drain-grace'), timeoutMs: drainDuration(flags.drainTimeout, '--drain-timeout') };
       if (flags.allowRemoteInput !== undefined) {
         throw new CliError('--allow-remote-input was replaced: use --allow-local-files DIR[,DIR] for paths and --allow-private-urls for private-network URLs (public URLs need no flag).', EXIT_USAGE);
       }
@@ -120,8 +125,10 @@ Examples:
           process.exit(1);
         }
         stopping = true;
-        log(`${signal}: shutting down`);
-        server.close().then(
+        // SIGTERM is how orchestrators end a replica (Kubernetes, systemd, docker stop): drain. Ctrl-C is someone at a terminal: stop now.
+        if (signal === 'SIGTERM') log(`SIGTERM: shutting down gracefully (GET /ready answers 503; new requests served for ${flags.drainGrace}, work in flight finishes within ${flags.drainTimeout})`);
+        else log(`${signal}: shutting down`);
+        (signal === 'SIGTERM' ? server.drain(drainOptions) : server.close()).then(
           () => process.exit(0),
           (error: unknown) => {
             log(`shutdown failed: ${(error as Error).message}`);
@@ -132,6 +139,18 @@ Examples:
       process.on('SIGINT', () => stop('SIGINT'));
       process.on('SIGTERM', () => stop('SIGTERM'));
     });
+}
+
+/** --drain-timeout / --drain-grace in milliseconds: a duration of 0 or more. */
+function drainDuration(value: string, flag: string): number {
+  let ms: number;
+  try {
+    ms = parseDuration(value);
+  } catch (error) {
+    throw new CliError(`${flag}: ${(error as Error).message}`, EXIT_USAGE);
+  }
+  if (ms < 0) throw new CliError(`${flag} must be 0 or a positive duration (e.g. 30s), got '${value}'`, EXIT_USAGE);
+  return ms;
 }
 
 /** --responses-ttl and --responses-max, checked before the server starts. */

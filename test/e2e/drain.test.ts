@@ -96,6 +96,15 @@ async function untilRefused(base: string, withinMs: number): Promise<void> {
   throw new Error(`new connections still accepted after ${withinMs} ms`);
 }
 
+it.each([
+  ['--drain-timeout', 'soon', /--drain-timeout: invalid duration: 'soon'/],
+  ['--drain-grace', '-5s', /--drain-grace must be 0 or a positive duration/],
+])('%s %s is a usage error before the server starts', async (flag, value, message) => {
+  const { code, stderr } = await runCli(['serve', '--port', '0', flag, value], { env: { LSERVE_HOME: await tempHome() } });
+  expect(code).toBe(2);
+  expect(stderr).toMatch(message);
+});
+
 /** Some seconds of generation for the tiny model on one thread: it cannot be over before the runner is stopped. */
 const TOKENS = 1000;
 

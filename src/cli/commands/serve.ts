@@ -50,7 +50,7 @@ export function serveCommand(): Command {
     .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
     .option('--responses-ttl <duration>', 'how long stored Responses API responses are kept (e.g. 24h); default 30 days')
     .option('--responses-max <n>', 'most stored Responses API responses; the oldest go first (default 10000)')
-    .addOption(new Option('--drain-timeout <duration>', 'at SIGTERM, how long work in flight may take to finish before it is cancelled and the server exits').env('LSERVE_DRAIN_TIMEOUT').default('30s'))
+    .addOption(new Option('--drain-timeout <duration>', 'at SIGTERM, how long work in flight may take to finish before what is left is cut off and the server exits').env('LSERVE_DRAIN_TIMEOUT').default('30s'))
     .addOption(new Option('--drain-grace <duration>', 'at SIGTERM, how long new requests are still served while GET /ready already fails, so a load balancer stops sending first (within --drain-timeout)').env('LSERVE_DRAIN_GRACE').default('5s'))
     .option('--hf-token-file <path>', `${HF_TOKEN_FILE_HELP}; used by POST /v1/models/pull`)
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))

@@ -5,6 +5,7 @@ import type { HubToken } from '../core/hub-auth.js';
 import type { InputPolicy } from './remote-input.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResponseStore, ResponseStoreOptions } from '../core/responses/store.js';
+import type { FilesLocation, FileStores } from '../core/files/store.js';
 
 /** What every router gets: the engine and the server's settings. */
 export interface ServerContext {
@@ -18,6 +19,8 @@ export interface ServerContext {
   metrics?: ServerMetrics;
   /** Stored Responses API responses (`store: true`), under the lserve home. */
   responses: ResponseStore;
+  /** Where generated files (speech, images) are kept and served from. */
+  files: FileStores;
 }
 
 export interface ServerOptions {
@@ -48,6 +51,8 @@ export interface ServerOptions {
   metrics?: boolean;
   /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */
   hfToken?: HubToken;
+  /** Where generated files live: a directory several replicas may share (default `<home>/cache`), or S3-compatible storage (`--files-dir`, `--files`). */
+  files?: FilesLocation;
   /** Retention of stored responses (`lserve serve --responses-ttl`, `--responses-max`); defaults in RESPONSE_STORE_DEFAULTS. */
   responses?: Partial<ResponseStoreOptions>;
   logFormat: 'text' | 'json' | 'off';

@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { parseByteSize, parseDuration } from '../../core/units.js';
 import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
+import { filesLocation } from '../files-location.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
 
@@ -22,6 +23,8 @@ interface ServeFlags extends EngineFlags {
   hfTokenFile?: string;
   responsesTtl?: string;
   responsesMax?: string;
+  filesDir?: string;
+  files?: string;
 }
 
 export function serveCommand(): Command {
@@ -48,6 +51,8 @@ export function serveCommand(): Command {
     .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
     .option('--responses-ttl <duration>', 'how long stored Responses API responses are kept (e.g. 24h); default 30 days')
     .option('--responses-max <n>', 'most stored Responses API responses; the oldest go first (default 10000)')
+    .addOption(new Option('--files-dir <dir>', 'where generated speech and images are kept; replicas may share one (default <home>/cache)').env('LSERVE_FILES_DIR'))
+    .addOption(new Option('--files <url>', 'keep generated speech and images in S3-compatible storage: s3://bucket/prefix (endpoint, region, credentials from AWS_* variables)').env('LSERVE_FILES').conflicts('filesDir'))
     .option('--hf-token-file <path>', `${HF_TOKEN_FILE_HELP}; used by POST /v1/models/pull`)
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
@@ -72,6 +77,7 @@ Examples:
       }
       if (flags.maxLoaded) positiveInt(flags.maxLoaded, '--max-loaded');
       const responses = responseRetention(flags);
+      const files = filesLocation(flags);
       if (flags.allowRemoteInput !== undefined) {
         throw new CliError('--allow-remote-input was replaced: use --allow-local-files DIR[,DIR] for paths and --allow-private-urls for private-network URLs (public URLs need no flag).', EXIT_USAGE);
       }
@@ -102,6 +108,7 @@ Examples:
         ui: flags.ui,
         hfToken,
         responses,
+        files,
         log,
       });
       const models = await engine.store.list();

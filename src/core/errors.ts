@@ -120,6 +120,13 @@ export class ShuttingDownError extends LserveError {
   }
 }
 
+/** 503: a service the server depends on (the object storage holding its files) failed or could not be reached; retrying may work. */
+export class UnavailableError extends LserveError {
+  constructor(message: string, details: ErrorDetails = {}) {
+    super(503, 'server_error', message, { code: 'service_unavailable', ...details });
+  }
+}
+
 /** 500: a real fault inside the engine (never used for bad input). */
 export class ServerError extends LserveError {
   constructor(message: string, details: ErrorDetails = {}) {

@@ -7,6 +7,7 @@ import type { ServerMetrics } from './metrics.js';
 import type { ResponseStore, ResponseStoreOptions } from '../core/responses/store.js';
 import type { Drain } from './drain.js';
 import type { ReadinessCheck } from './readiness.js';
+import type { FilesLocation, FileStores } from '../core/files/store.js';
 
 /** What every router gets: the engine and the server's settings. */
 export interface ServerContext {
@@ -24,6 +25,8 @@ export interface ServerContext {
   drain: Drain;
   /** What GET /ready checks (see readiness.ts): the model store, then `ServerOptions.readiness`; a backend opened later may push its own. */
   readiness: ReadinessCheck[];
+  /** Where generated files (speech, images) are kept and served from. */
+  files: FileStores;
 }
 
 export interface ServerOptions {
@@ -54,6 +57,8 @@ export interface ServerOptions {
   metrics?: boolean;
   /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */
   hfToken?: HubToken;
+  /** Where generated files live: a directory several replicas may share (default `<home>/cache`), or S3-compatible storage (`--files-dir`, `--files`). */
+  files?: FilesLocation;
   /** Retention of stored responses (`lserve serve --responses-ttl`, `--responses-max`); defaults in RESPONSE_STORE_DEFAULTS. */
   responses?: Partial<ResponseStoreOptions>;
   /** Checks GET /ready runs besides the model store's (a shared state backend's ping). */

@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import type { Engine } from '../core/engine.js';
@@ -13,6 +14,7 @@ import { isAuthorizedUpgrade, OPENAI_KEY_PROTOCOL, WS_KEY_PROTOCOL } from './mid
 import { resolveLocalDirs } from './remote-input.js';
 import { ServerMetrics } from './metrics.js';
 import { openResponseStore } from '../core/responses/open.js';
+import { openFileStores } from '../core/files/open.js';
 import { Drain, DRAIN_RETRY_AFTER_S, type DrainOptions } from './drain.js';
 import { modelStoreCheck } from './readiness.js';
 
@@ -46,12 +48,13 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
     allowPrivate: options.allowPrivateUrls ?? false,
     maxBytes: options.maxUploadBytes,
   };
+  const files = await openFileStores(options.files ?? { dir: path.join(engine.options.home, 'cache') }, options.log);
   // One registry per server (never prom-client's global one): several servers can share a process.
   const drain = new Drain();
   const metrics = options.metrics ? new ServerMetrics(engine, () => drain.draining) : undefined;
   const responses = openResponseStore(engine.options.home, options.responses);
   const readiness = [modelStoreCheck(engine.store.modelsDir), ...(options.readiness ?? [])];
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, responses, drain, readiness };
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, responses, files, drain, readiness };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer();
@@ -121,6 +124,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
     const fail = (error: Error) => {
       metrics?.close();
       responses.close();
+      void files.close();
       reject(error);
     };
     server.once('error', fail);
@@ -150,6 +154,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
         clearTimeout(grace);
         metrics?.close();
         responses.close();
+        await files.close();
         await engine.close();
       })();
       return closing;

@@ -106,16 +106,17 @@ describe.skipIf(!shipped)('Qwen2-VL golden model, images through the server (nee
     expect(promptTokens).toBe(c.prompt_ids.length);
   }, 60_000);
 
-  // Known bug, not yet understood: in 2 of about 35 runs here, one of two image prompts made at once
-  // answers from the other's sequence (its first token is the other case's second). Skipped so that the
-  // suite stays green; evaluating media prompts alone on the context did not cure it.
-  it.skip('answers image requests side by side with each other and with a text request, each as it would alone', async () => {
+  // Two sequences sampled at the same moment used to read each other's logits after a batch llama.cpp had reordered (see
+  // runtimes/llama/output-reorder.ts), in a few percent of such pairs: asked after each cache state, three times.
+  it('answers image requests side by side with each other and with a text request, each as it would alone', async () => {
     const text = () => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Describe a red square.' }], temperature: 0, max_tokens: 16 });
     const alone = (await text()).choices[0]!.message.content;
-    const [a, b, t] = await Promise.all([ask(reference.cases[2]!), ask(reference.cases[1]!), text()]);
-    expect((a as OpenAI.ChatCompletion).choices[0]!.message.content).toBe(reference.cases[2]!.text);
-    expect((b as OpenAI.ChatCompletion).choices[0]!.message.content).toBe(reference.cases[1]!.text);
-    expect(t.choices[0]!.message.content).toBe(alone);
+    for (const cached of [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]) {
+      await ask(reference.cases[cached]!);
+      const [a, b, t] = await Promise.all([ask(reference.cases[2]!), ask(reference.cases[1]!), text()]);
+      const answers = [a, b, t].map((answer) => (answer as OpenAI.ChatCompletion).choices[0]!.message.content);
+      expect({ cached, answers }).toEqual({ cached, answers: [reference.cases[2]!.text, reference.cases[1]!.text, alone] });
+    }
   }, 60_000);
 
   it('the Anthropic SDK sends an image block and gets the same answer', async () => {

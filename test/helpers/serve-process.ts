@@ -14,11 +14,12 @@ export interface ServeProcess {
 /**
  * `lserve serve` as a separate process on a free port with LSERVE_HOME `home`,
  * for tests that signal the server itself (SIGTERM, SIGKILL), which an
- * in-process server cannot take.
+ * in-process server cannot take, or that run it as a user does (flags and
+ * environment variables, several replicas).
  */
-export async function spawnServe(home: string, args: string[] = []): Promise<ServeProcess> {
+export async function spawnServe(home: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], {
-    env: { ...process.env, LSERVE_HOME: home, NO_COLOR: '1' },
+    env: { ...process.env, LSERVE_HOME: home, NO_COLOR: '1', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let output = '';

@@ -1,8 +1,8 @@
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FileCache } from '../../src/core/file-cache.js';
+import { DirectoryFileStore } from '../../src/core/files/directory.js';
 import { SpeechJobs } from '../../src/http/speech-jobs.js';
 import type { PreparedSpeech } from '../../src/core/tasks/speak.js';
 
@@ -16,13 +16,13 @@ afterEach(async () => {
 
 const types = { wav: 'audio/wav', png: 'image/png' };
 
-describe('FileCache', () => {
+describe('DirectoryFileStore', () => {
   it('writes under a random name and serves exactly its own names', async () => {
-    const cache = new FileCache(dir, { ttlMs: 60_000, maxBytes: 1e6, types });
+    const cache = new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 1e6, types });
     const file = await cache.put(Buffer.from('RIFF....'), 'wav');
     expect(file.name).toMatch(/^[0-9a-f]{32}\.wav$/);
     expect(file.contentType).toBe('audio/wav');
-    expect(await readFile(file.path, 'utf8')).toBe('RIFF....');
+    expect(await readFile(path.join(dir, file.name), 'utf8')).toBe('RIFF....');
     expect((await cache.get(file.name))?.size).toBe(8);
     // Names it never wrote, traversal and look-alikes are not found.
     await writeFile(path.join(dir, 'other.wav'), 'x');
@@ -32,7 +32,7 @@ describe('FileCache', () => {
   });
 
   it('expires files after the TTL and removes them from disk', async () => {
-    const cache = new FileCache(dir, { ttlMs: 30, maxBytes: 1e6, types });
+    const cache = new DirectoryFileStore(dir, { ttlMs: 30, maxBytes: 1e6, types });
     const file = await cache.put(Buffer.alloc(10), 'png');
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(await cache.get(file.name)).toBeUndefined();
@@ -40,7 +40,7 @@ describe('FileCache', () => {
   });
 
   it('removes the oldest files beyond the size cap', async () => {
-    const cache = new FileCache(dir, { ttlMs: 60_000, maxBytes: 25, types });
+    const cache = new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 25, types });
     const first = await cache.put(Buffer.alloc(10), 'wav');
     await new Promise((resolve) => setTimeout(resolve, 5));
     const second = await cache.put(Buffer.alloc(10), 'wav');
@@ -52,12 +52,50 @@ describe('FileCache', () => {
     expect((await readdir(dir)).sort()).toEqual([second.name, third.name].sort());
   });
 
-  it('adopts the files of an earlier run and drops half-written ones', async () => {
-    const file = await new FileCache(dir, { ttlMs: 60_000, maxBytes: 1e6, types }).put(Buffer.alloc(3), 'wav');
-    await writeFile(path.join(dir, `.${'a'.repeat(32)}.wav.part`), 'partial');
-    const restarted = new FileCache(dir, { ttlMs: 60_000, maxBytes: 1e6, types });
-    expect((await restarted.get(file.name))?.size).toBe(3);
-    expect(await readdir(dir)).toEqual([file.name]);
+  it("serves another process's files, and sweeps only half-written files whose writer is long gone", async () => {
+    const file = await new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 1e6, types }).put(Buffer.alloc(3), 'wav');
+    const writing = `.${'a'.repeat(32)}.wav.part`;
+    const abandoned = `.${'b'.repeat(32)}.wav.part`;
+    await writeFile(path.join(dir, writing), 'partial');
+    await writeFile(path.join(dir, abandoned), 'partial');
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    await utimes(path.join(dir, abandoned), hourAgo, hourAgo);
+    const other = new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 1e6, types });
+    expect((await other.get(file.name))?.size).toBe(3);
+    const own = await other.put(Buffer.alloc(1), 'wav');
+    expect((await readdir(dir)).sort()).toEqual([writing, file.name, own.name].sort());
+  });
+
+  it('expires by mtime, whichever process wrote the file', async () => {
+    const file = await new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 1e6, types }).put(Buffer.alloc(3), 'wav');
+    const other = new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 1e6, types });
+    const described = await other.get(file.name);
+    expect(described?.expiresAt).toBeGreaterThan(Date.now() + 59_000);
+    const twoMinutesAgo = new Date(Date.now() - 120_000);
+    await utimes(path.join(dir, file.name), twoMinutesAgo, twoMinutesAgo);
+    expect(await other.get(file.name)).toBeUndefined();
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it('keeps one size cap for every process writing to the folder', async () => {
+    const options = { ttlMs: 60_000, maxBytes: 15, types };
+    const first = await new DirectoryFileStore(dir, options).put(Buffer.alloc(10), 'wav');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const second = await new DirectoryFileStore(dir, options).put(Buffer.alloc(10), 'wav');
+    expect(await readdir(dir)).toEqual([second.name]);
+    expect(first.name).not.toBe(second.name);
+  });
+
+  it('sweeps side by side with another process removing the same files', async () => {
+    const old = new Date(Date.now() - 120_000);
+    const names = Array.from({ length: 40 }, (_, i) => `${i.toString(16).padStart(32, '0')}.wav`);
+    for (const name of names) {
+      await writeFile(path.join(dir, name), 'x');
+      await utimes(path.join(dir, name), old, old);
+    }
+    const [a, b] = [new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 1e6, types }), new DirectoryFileStore(dir, { ttlMs: 60_000, maxBytes: 1e6, types })];
+    await Promise.all([a.sweep(), b.sweep(), a.sweep()]);
+    expect(await readdir(dir)).toEqual([]);
   });
 });
 

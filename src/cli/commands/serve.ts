@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { parseByteSize, parseDuration } from '../../core/units.js';
 import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
+import { filesLocation } from '../files-location.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
 
@@ -24,6 +25,8 @@ interface ServeFlags extends EngineFlags {
   responsesMax?: string;
   drainTimeout: string;
   drainGrace: string;
+  filesDir?: string;
+  files?: string;
 }
 
 export function serveCommand(): Command {
@@ -52,6 +55,8 @@ export function serveCommand(): Command {
     .option('--responses-max <n>', 'most stored Responses API responses; the oldest go first (default 10000)')
     .addOption(new Option('--drain-timeout <duration>', 'at SIGTERM, how long work in flight may take to finish before what is left is cut off and the server exits').env('LSERVE_DRAIN_TIMEOUT').default('30s'))
     .addOption(new Option('--drain-grace <duration>', 'at SIGTERM, how long new requests are still served while GET /ready already fails, so a load balancer stops sending first (within --drain-timeout)').env('LSERVE_DRAIN_GRACE').default('5s'))
+    .addOption(new Option('--files-dir <dir>', 'where generated speech and images are kept; replicas may share one (default <home>/cache)').env('LSERVE_FILES_DIR'))
+    .addOption(new Option('--files <url>', 'keep generated speech and images in S3-compatible storage: s3://bucket/prefix (endpoint, region, credentials from AWS_* variables)').env('LSERVE_FILES').conflicts('filesDir'))
     .option('--hf-token-file <path>', `${HF_TOKEN_FILE_HELP}; used by POST /v1/models/pull`)
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
@@ -77,6 +82,7 @@ Examples:
       if (flags.maxLoaded) positiveInt(flags.maxLoaded, '--max-loaded');
       const responses = responseRetention(flags);
       const drainOptions = { graceMs: drainDuration(flags.drainGrace, '--drain-grace'), timeoutMs: drainDuration(flags.drainTimeout, '--drain-timeout') };
+      const files = filesLocation(flags);
       if (flags.allowRemoteInput !== undefined) {
         throw new CliError('--allow-remote-input was replaced: use --allow-local-files DIR[,DIR] for paths and --allow-private-urls for private-network URLs (public URLs need no flag).', EXIT_USAGE);
       }
@@ -107,6 +113,7 @@ Examples:
         ui: flags.ui,
         hfToken,
         responses,
+        files,
         log,
       });
       const models = await engine.store.list();

@@ -26,6 +26,7 @@ import { QueueFullError, SlotPool } from './chat-slots.js';
 import { PushQueue } from '../../core/push-queue.js';
 import { ChatWrappers } from './chat-wrapper.js';
 import { installDecodeGate, type DecodeGate } from '../../runtimes/llama/decode-gate.js';
+import { sampleAfterReorder } from '../../runtimes/llama/output-reorder.js';
 import { MediaProjector, type RequestMedia } from '../../runtimes/llama/mtmd.js';
 
 /**
@@ -427,6 +428,7 @@ export const chatLoader: Loader<LlamaChatModel> = {
     } else {
       log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
     }
+    sampleAfterReorder(context);
     let projector: MediaProjector | undefined;
     try {
       projector = await loadProjector(installed, model, context, options);

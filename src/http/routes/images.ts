@@ -1,10 +1,8 @@
-import path from 'node:path';
 import { Router, type Request, type Response } from 'express';
 import multer from 'multer';
 import { imageEditSchema, imageGenerationSchema, imageToImageSchema, NUMERIC_FIELDS, type ImageData, type ImagesResponse, type ImageStreamEvent } from '../../api/images.js';
 import { parseKnownFields } from '../../api/validate.js';
 import { InvalidRequestError, UnsupportedError } from '../../core/errors.js';
-import { FileCache } from '../../core/file-cache.js';
 import { generateImages, type GeneratedImage, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
 import { parseByteSize, parseDuration } from '../../core/units.js';
 import { sendCachedFile } from '../cached-file.js';
@@ -24,10 +22,11 @@ import { SseWriter } from '../sse.js';
  * with the first step, so whatever fails before (validation, a missing
  * model, a full queue) is still an ordinary JSON error with its status.
  *
- * Generated files live in `<LSERVE_HOME>/cache/images` for
- * LSERVE_IMAGE_CACHE_TTL (default 1h) and at most LSERVE_IMAGE_CACHE_MAX
- * bytes (default 1GiB, oldest removed first); the cache route serves only
- * names this server wrote there.
+ * Generated files live in the server's file store (`images/` under
+ * `--files-dir`, default `<LSERVE_HOME>/cache`, or under an `--files s3://`
+ * prefix) for LSERVE_IMAGE_CACHE_TTL (default 1h) and at most
+ * LSERVE_IMAGE_CACHE_MAX bytes (default 1GiB, oldest removed first); the
+ * cache route serves only names the store wrote there.
  */
 
 export const IMAGE_CACHE_TTL_MS = 60 * 60_000;
@@ -37,7 +36,7 @@ const EXTENSIONS = { png: 'png', jpeg: 'jpg', webp: 'webp' } as const;
 
 export function imagesRouter(ctx: ServerContext): Router {
   const router = Router();
-  const cache = new FileCache(path.join(ctx.engine.options.home, 'cache', 'images'), {
+  const cache = ctx.files.open('images', {
     ttlMs: process.env.LSERVE_IMAGE_CACHE_TTL ? parseDuration(process.env.LSERVE_IMAGE_CACHE_TTL) : IMAGE_CACHE_TTL_MS,
     maxBytes: process.env.LSERVE_IMAGE_CACHE_MAX ? parseByteSize(process.env.LSERVE_IMAGE_CACHE_MAX) : IMAGE_CACHE_MAX_BYTES,
     types: CACHE_TYPES,

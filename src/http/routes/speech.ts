@@ -3,7 +3,7 @@ import { Router, type Request, type Response } from 'express';
 import { createEncoder } from '../../audio/encode/index.js';
 import { speechRequestSchema, type SpeechFormat, type SpeechJobResponse, type SpeechResponse } from '../../api/speech.js';
 import { parseRequest } from '../../api/validate.js';
-import { FileCache } from '../../core/file-cache.js';
+import type { FileStore } from '../../core/files/store.js';
 import { NotFoundError } from '../../core/errors.js';
 import { prepareSpeech, type PreparedSpeech } from '../../core/tasks/speak.js';
 import { sendCachedFile } from '../cached-file.js';
@@ -39,7 +39,7 @@ const CONTENT_TYPES: Record<string, SpeechFormat> = {
  */
 export function speechRouter(ctx: ServerContext): Router {
   const router = Router();
-  const files = new FileCache(path.join(ctx.engine.store.home, 'cache', 'audio'), {
+  const files = ctx.files.open('audio', {
     ttlMs: SPEECH_FILE_TTL_MS,
     maxBytes: SPEECH_FILES_MAX_BYTES,
     types: { wav: 'audio/wav' },
@@ -97,8 +97,8 @@ export function speechRouter(ctx: ServerContext): Router {
   return router;
 }
 
-/** Synthesises the whole input into a WAV file in the cache. */
-async function oneShot(speech: PreparedSpeech, files: FileCache, signal: AbortSignal): Promise<SpeechResponse> {
+/** Synthesises the whole input into a WAV file in the file store. */
+async function oneShot(speech: PreparedSpeech, files: FileStore, signal: AbortSignal): Promise<SpeechResponse> {
   const encoder = await createEncoder('wav', speech.sampleRate);
   const chunks: Uint8Array[] = [];
   const { samples } = await speech.run((block) => chunks.push(...encoder.write(block)), signal);

@@ -4,7 +4,7 @@ import { ClientClosedError } from '../core/errors.js';
 import type { HubToken } from '../core/hub-auth.js';
 import type { InputPolicy } from './remote-input.js';
 import type { ServerMetrics } from './metrics.js';
-import type { ResponseStore, ResponseStoreOptions } from '../core/responses/store.js';
+import type { ResponseStoreOptions, StateStore } from '../core/state/store.js';
 import type { FilesLocation, FileStores } from '../core/files/store.js';
 
 /** What every router gets: the engine and the server's settings. */
@@ -17,8 +17,8 @@ export interface ServerContext {
   inputs: InputPolicy;
   /** The server's Prometheus metrics, when `metrics` is on (GET /metrics). */
   metrics?: ServerMetrics;
-  /** Stored Responses API responses (`store: true`), under the lserve home. */
-  responses: ResponseStore;
+  /** Stored Responses API responses and speech stream jobs: SQLite in the lserve home, or the `databaseUrl` database. */
+  state: StateStore;
   /** Where generated files (speech, images) are kept and served from. */
   files: FileStores;
 }
@@ -55,6 +55,10 @@ export interface ServerOptions {
   files?: FilesLocation;
   /** Retention of stored responses (`lserve serve --responses-ttl`, `--responses-max`); defaults in RESPONSE_STORE_DEFAULTS. */
   responses?: Partial<ResponseStoreOptions>;
+  /** A `postgres://` URL: keep that state in PostgreSQL, shared by every replica using it (`lserve serve --database-url`). */
+  databaseUrl?: string;
+  /** Most connections to that database from this server (`--database-pool-max`, default 10). */
+  databasePoolMax?: number;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

@@ -13,8 +13,9 @@ import { websocketRoutes } from './routes/index.js';
 import { isAuthorizedUpgrade, OPENAI_KEY_PROTOCOL, WS_KEY_PROTOCOL } from './middleware.js';
 import { resolveLocalDirs } from './remote-input.js';
 import { ServerMetrics } from './metrics.js';
-import { openResponseStore } from '../core/responses/open.js';
 import { openFileStores } from '../core/files/open.js';
+import { openStateStore, RESPONSE_STORE_DEFAULTS } from '../core/state/open.js';
+import { MAX_PENDING_SPEECH_JOBS } from './speech-jobs.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -41,8 +42,15 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   const files = await openFileStores(options.files ?? { dir: path.join(engine.options.home, 'cache') }, options.log);
   // One registry per server (never prom-client's global one): several servers can share a process.
   const metrics = options.metrics ? new ServerMetrics(engine) : undefined;
-  const responses = openResponseStore(engine.options.home, options.responses);
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, responses, files };
+  const state = await openStateStore(
+    { home: engine.options.home, databaseUrl: options.databaseUrl, poolMax: options.databasePoolMax },
+    { ...RESPONSE_STORE_DEFAULTS, maxPendingSpeechJobs: MAX_PENDING_SPEECH_JOBS, log: options.log, ...options.responses },
+  ).catch(async (error: unknown) => {
+    metrics?.close();
+    await files.close();
+    throw error;
+  });
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer(app);
@@ -97,7 +105,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   await new Promise<void>((resolve, reject) => {
     const fail = (error: Error) => {
       metrics?.close();
-      responses.close();
+      void state.close().catch(() => {});
       void files.close();
       reject(error);
     };
@@ -126,7 +134,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
         await stopped;
         clearTimeout(grace);
         metrics?.close();
-        responses.close();
+        await state.close().catch((error: unknown) => options.log(`closing the state store: ${(error as Error).message}`));
         await files.close();
         await engine.close();
       })();

@@ -120,10 +120,17 @@ export class ShuttingDownError extends LserveError {
   }
 }
 
-/** 503: a service the server depends on (the object storage holding its files) failed or could not be reached; retrying may work. */
+/**
+ * 503: a service the server depends on (the object storage holding its
+ * files, the shared state database) failed or could not be reached; retrying
+ * may work, after `retryAfterSeconds` when it is given (the Retry-After header).
+ */
 export class UnavailableError extends LserveError {
-  constructor(message: string, details: ErrorDetails = {}) {
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(message: string, details: ErrorDetails & { retryAfterSeconds?: number } = {}) {
     super(503, 'server_error', message, { code: 'service_unavailable', ...details });
+    this.retryAfterSeconds = details.retryAfterSeconds;
   }
 }
 

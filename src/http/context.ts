@@ -4,7 +4,7 @@ import { ClientClosedError } from '../core/errors.js';
 import type { HubToken } from '../core/hub-auth.js';
 import type { InputPolicy } from './remote-input.js';
 import type { ServerMetrics } from './metrics.js';
-import type { ResponseStore, ResponseStoreOptions } from '../core/responses/store.js';
+import type { ResponseStoreOptions, StateStore } from '../core/state/store.js';
 import type { Drain } from './drain.js';
 import type { ReadinessCheck } from './readiness.js';
 import type { FilesLocation, FileStores } from '../core/files/store.js';
@@ -19,8 +19,8 @@ export interface ServerContext {
   inputs: InputPolicy;
   /** The server's Prometheus metrics, when `metrics` is on (GET /metrics). */
   metrics?: ServerMetrics;
-  /** Stored Responses API responses (`store: true`), under the lserve home. */
-  responses: ResponseStore;
+  /** Stored Responses API responses and speech stream jobs: SQLite in the lserve home, or the `databaseUrl` database. */
+  state: StateStore;
   /** Where the server is in a drain (SIGTERM): GET /ready, the refusal of new work, lserve_draining. */
   drain: Drain;
   /** What GET /ready checks (see readiness.ts): the model store, then `ServerOptions.readiness`; a backend opened later may push its own. */
@@ -65,6 +65,10 @@ export interface ServerOptions {
   readiness?: readonly ReadinessCheck[];
   /** Each readiness check's bound; default READINESS_TIMEOUT_MS. */
   readinessTimeoutMs?: number;
+  /** A `postgres://` URL: keep that state in PostgreSQL, shared by every replica using it (`lserve serve --database-url`). */
+  databaseUrl?: string;
+  /** Most connections to that database from this server (`--database-pool-max`, default 10). */
+  databasePoolMax?: number;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

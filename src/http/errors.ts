@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import multer from 'multer';
-import { asLserveError, InsufficientMemoryError, LserveError, ModelLoadError, OverloadedError, NotFoundError, PayloadTooLargeError, InvalidRequestError } from '../core/errors.js';
+import { asLserveError, InsufficientMemoryError, LserveError, ModelLoadError, OverloadedError, NotFoundError, PayloadTooLargeError, InvalidRequestError, UnavailableError } from '../core/errors.js';
 
 /**
  * The one place errors become HTTP responses: OpenAI's shape everywhere,
@@ -95,6 +95,7 @@ export function errorMiddleware(log: (message: string) => void): ErrorRequestHan
       res.end();
       return;
     }
+    if (error instanceof UnavailableError && error.retryAfterSeconds !== undefined) res.set('Retry-After', String(error.retryAfterSeconds));
     res.status(error.status).json(isAnthropicRoute(req) ? anthropicError(error) : openAIError(error));
   };
 }

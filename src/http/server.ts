@@ -13,10 +13,11 @@ import { websocketRoutes } from './routes/index.js';
 import { isAuthorizedUpgrade, OPENAI_KEY_PROTOCOL, WS_KEY_PROTOCOL } from './middleware.js';
 import { resolveLocalDirs } from './remote-input.js';
 import { ServerMetrics } from './metrics.js';
-import { openResponseStore } from '../core/responses/open.js';
 import { openFileStores } from '../core/files/open.js';
 import { Drain, DRAIN_RETRY_AFTER_S, type DrainOptions } from './drain.js';
 import { modelStoreCheck } from './readiness.js';
+import { openStateStore, RESPONSE_STORE_DEFAULTS } from '../core/state/open.js';
+import { MAX_PENDING_SPEECH_JOBS } from './speech-jobs.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -52,9 +53,16 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   // One registry per server (never prom-client's global one): several servers can share a process.
   const drain = new Drain();
   const metrics = options.metrics ? new ServerMetrics(engine, () => drain.draining) : undefined;
-  const responses = openResponseStore(engine.options.home, options.responses);
-  const readiness = [modelStoreCheck(engine.store.modelsDir), ...(options.readiness ?? [])];
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, responses, files, drain, readiness };
+  const state = await openStateStore(
+    { home: engine.options.home, databaseUrl: options.databaseUrl, poolMax: options.databasePoolMax },
+    { ...RESPONSE_STORE_DEFAULTS, maxPendingSpeechJobs: MAX_PENDING_SPEECH_JOBS, log: options.log, ...options.responses },
+  ).catch(async (error: unknown) => {
+    metrics?.close();
+    await files.close();
+    throw error;
+  });
+  const readiness = [modelStoreCheck(engine.store.modelsDir), { name: 'database', check: () => state.ping() }, ...(options.readiness ?? [])];
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files, drain, readiness };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer();
@@ -123,7 +131,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   await new Promise<void>((resolve, reject) => {
     const fail = (error: Error) => {
       metrics?.close();
-      responses.close();
+      void state.close().catch(() => {});
       void files.close();
       reject(error);
     };
@@ -153,7 +161,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
         await stopped;
         clearTimeout(grace);
         metrics?.close();
-        responses.close();
+        await state.close().catch((error: unknown) => options.log(`closing the state store: ${(error as Error).message}`));
         await files.close();
         await engine.close();
       })();

@@ -1,14 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { SpeechFormat } from '../api/speech.js';
-import { OverloadedError } from '../core/errors.js';
+import { tooManySpeechJobs } from '../core/state/speech-jobs.js';
 import type { PreparedSpeech } from '../core/tasks/speak.js';
 
 /**
- * Speech stream jobs: POST /v1/audio/speech with `stream: true` checks the
- * request, loads the model and parks the prepared speech under a random UUID;
- * GET /v1/audio/speech/stream/<token> claims it once and streams the audio as
- * it is synthesised. A token is single use and expires unclaimed after
- * `ttlMs` (its model lease is released then); at most `maxPending` jobs wait.
+ * Prepared speeches parked in memory for speech stream jobs: POST
+ * /v1/audio/speech with `stream: true` checks the request, loads the model
+ * and parks the prepared speech under a random UUID; GET
+ * /v1/audio/speech/stream/<token> claims it once and streams the audio as it
+ * is synthesised. A token is single use and expires unclaimed after `ttlMs`
+ * (its model lease is released then); at most `maxPending` jobs wait. These
+ * are one replica's; the job itself, which any replica may serve, is in the
+ * state store (speech-stream-jobs.ts).
  */
 
 export const SPEECH_JOB_TTL_MS = 5 * 60_000;
@@ -27,9 +30,8 @@ export class SpeechJobs {
     private readonly maxPending = MAX_PENDING_SPEECH_JOBS,
   ) {}
 
-  create(job: SpeechJob): string {
-    if (this.pending.size >= this.maxPending) throw new OverloadedError(`${this.pending.size} speech stream jobs are waiting to be fetched; fetch or let them expire first.`);
-    const token = randomUUID();
+  create(job: SpeechJob, token: string = randomUUID()): string {
+    if (this.pending.size >= this.maxPending) throw tooManySpeechJobs(this.pending.size);
     const timer = setTimeout(() => this.claim(token)?.speech.release(), this.ttlMs);
     timer.unref();
     this.pending.set(token, { ...job, timer });
@@ -43,6 +45,11 @@ export class SpeechJobs {
     this.pending.delete(token);
     clearTimeout(job.timer);
     return { speech: job.speech, format: job.format };
+  }
+
+  /** The tokens of the jobs waiting. */
+  tokens(): string[] {
+    return [...this.pending.keys()];
   }
 
   /** Drops every unclaimed job (server shutdown). */

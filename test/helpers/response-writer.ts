@@ -8,7 +8,7 @@
  * written with, so a reader can tell a whole response from a torn one. Prints
  * "stored <n>" after each put.
  */
-import { ResponseStore } from '../../src/core/responses/store.js';
+import { ResponseStore } from '../../src/core/state/sqlite/responses.js';
 
 const [file, maxResponses] = process.argv.slice(2);
 const store = ResponseStore.open(file!, { ttlSeconds: Infinity, maxResponses: Number(maxResponses), maxBytesPerResponse: 64 * 1024 * 1024 });

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../src/core/errors.js';
-import { ResponseStore, type ResponseStoreOptions, type StoredResponse } from '../../src/core/responses/store.js';
+import { ResponseStore, type ResponseStoreOptions, type StoredResponse } from '../../src/core/state/sqlite/responses.js';
 
 /**
  * The stored responses of the Responses API, on real SQLite files in a

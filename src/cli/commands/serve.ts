@@ -3,6 +3,7 @@ import { parseByteSize, parseDuration } from '../../core/units.js';
 import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { filesLocation } from '../files-location.js';
+import { checkDatabaseUrl, redactUrl } from '../../core/state/open.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
 
@@ -27,6 +28,8 @@ interface ServeFlags extends EngineFlags {
   drainGrace: string;
   filesDir?: string;
   files?: string;
+  databaseUrl?: string;
+  databasePoolMax?: string;
 }
 
 export function serveCommand(): Command {
@@ -57,6 +60,8 @@ export function serveCommand(): Command {
     .addOption(new Option('--drain-grace <duration>', 'at SIGTERM, how long new requests are still served while GET /ready already fails, so a load balancer stops sending first (within --drain-timeout)').env('LSERVE_DRAIN_GRACE').default('5s'))
     .addOption(new Option('--files-dir <dir>', 'where generated speech and images are kept; replicas may share one (default <home>/cache)').env('LSERVE_FILES_DIR'))
     .addOption(new Option('--files <url>', 'keep generated speech and images in S3-compatible storage: s3://bucket/prefix (endpoint, region, credentials from AWS_* variables)').env('LSERVE_FILES').conflicts('filesDir'))
+    .addOption(new Option('--database-url <url>', 'keep stored responses and speech stream jobs in this PostgreSQL database (postgres://…), shared by every replica using it; default SQLite in the home').env('LSERVE_DATABASE_URL'))
+    .addOption(new Option('--database-pool-max <n>', 'most connections to that database from this server (default 10)').env('LSERVE_DATABASE_POOL_MAX'))
     .option('--hf-token-file <path>', `${HF_TOKEN_FILE_HELP}; used by POST /v1/models/pull`)
     .addOption(new Option('--log-format <format>', 'request log format').choices(['text', 'json', 'off']).default('text'))
     .addHelpText(
@@ -83,6 +88,15 @@ Examples:
       const responses = responseRetention(flags);
       const drainOptions = { graceMs: drainDuration(flags.drainGrace, '--drain-grace'), timeoutMs: drainDuration(flags.drainTimeout, '--drain-timeout') };
       const files = filesLocation(flags);
+      const databaseUrl = flags.databaseUrl || undefined;
+      if (databaseUrl) {
+        try {
+          checkDatabaseUrl(databaseUrl);
+        } catch (error) {
+          throw new CliError(`--database-url: ${(error as Error).message}`, EXIT_USAGE);
+        }
+      }
+      const databasePoolMax = flags.databasePoolMax === undefined ? undefined : positiveInt(flags.databasePoolMax, '--database-pool-max');
       if (flags.allowRemoteInput !== undefined) {
         throw new CliError('--allow-remote-input was replaced: use --allow-local-files DIR[,DIR] for paths and --allow-private-urls for private-network URLs (public URLs need no flag).', EXIT_USAGE);
       }
@@ -114,11 +128,14 @@ Examples:
         hfToken,
         responses,
         files,
+        databaseUrl,
+        databasePoolMax,
         log,
       });
       const models = await engine.store.list();
       log(`lserve listening on ${server.url}/v1 (${models.length} model${models.length === 1 ? '' : 's'}: ${models.map((m) => m.id).join(', ') || 'none — run `lserve pull <id>`'})`);
       if (flags.ui) log(`playground: ${server.url}/`);
+      if (databaseUrl) log(`state (stored responses, speech stream jobs): PostgreSQL at ${redactUrl(databaseUrl)}`);
       const { buildLlamaAddonInBackground } = await import('../../compose.js');
       void buildLlamaAddonInBackground(engine, log).catch((error: unknown) => log(`llama.cpp: ${(error as Error).message}`));
 

@@ -6,7 +6,7 @@ import { ResponseAssembler, responseObject, usageOf, type ResponseObject } from 
 import { parseRequest } from '../../api/validate.js';
 import type { Engine } from '../../core/engine.js';
 import { LserveError, NotFoundError } from '../../core/errors.js';
-import type { ResponseStore } from '../../core/responses/store.js';
+import type { ResponseRepository } from '../../core/state/store.js';
 import { chat, collectChat, type ChatDelta, type ChatMessage, type ChatRequest, type ChatUsage, type FinishReason } from '../../core/tasks/chat.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { toLserveError } from '../errors.js';
@@ -21,16 +21,16 @@ import { prepareChatMedia } from '../chat-media.js';
 
 const notFound = (id: string, param: string) => new NotFoundError(`No stored response with id '${id}'.`, { param });
 
-function storedOrThrow(store: ResponseStore, id: string) {
-  const entry = store.get(id);
+async function storedOrThrow(store: ResponseRepository, id: string) {
+  const entry = await store.get(id);
   if (!entry) throw notFound(id, 'response_id');
   return entry;
 }
 
 /** The conversation so far, when the request continues one. */
-function previousItems(store: ResponseStore, id: string | null | undefined): ResponseItem[] {
+async function previousItems(store: ResponseRepository, id: string | null | undefined): Promise<ResponseItem[]> {
   if (!id) return [];
-  const items = store.conversation(id);
+  const items = await store.conversation(id);
   if (!items) throw notFound(id, 'previous_response_id');
   // Items this route stored: they passed the input schema or are its own output items.
   return items as ResponseItem[];
@@ -86,12 +86,13 @@ const inputItemsQuery = z.object({
   order: z.enum(['asc', 'desc']).default('desc'),
 });
 
-export function responsesRouter({ engine, shutdown, responses, inputs }: ServerContext): Router {
+export function responsesRouter({ engine, shutdown, state, inputs }: ServerContext): Router {
   const router = Router();
+  const { responses } = state;
 
   router.post('/v1/responses', async (req, res) => {
     const body = parseResponseCreate(req.body);
-    const request = toChatRequest(body, previousItems(responses, body.previous_response_id));
+    const request = toChatRequest(body, await previousItems(responses, body.previous_response_id));
     const customTools = new Set((body.tools ?? []).filter((t) => t.type === 'custom').map((t) => t.name));
     const signal = requestSignal(req, res, shutdown);
     await prepareChatMedia(engine, request, inputs, signal);
@@ -99,13 +100,13 @@ export function responsesRouter({ engine, shutdown, responses, inputs }: ServerC
     const createdAt = Math.floor(Date.now() / 1000);
     const { deltas, first } = await begin(engine, request, body.truncation === 'auto', signal);
     const input = inputItems(body).map(storedInputItem);
-    const final = (assembler: ResponseAssembler, reason: FinishReason, usage: ChatUsage): ResponseObject => {
+    const final = async (assembler: ResponseAssembler, reason: FinishReason, usage: ChatUsage): Promise<ResponseObject> => {
       const output = assembler.finish(reason);
       // A turn that made tool calls is complete (as chat's finish_reason is then 'tool_calls'), whatever stopped it.
       const cut = reason === 'length' && !output.some((item) => item.type === 'function_call' || item.type === 'custom_tool_call');
       const response = responseObject(body, id, createdAt, { status: cut ? 'incomplete' : 'completed', output, usage: usageOf(usage) });
       // A generation the client left was cut short by that: not an answer to keep.
-      if (!signal.aborted) save(responses, body, response, input);
+      if (!signal.aborted) await save(responses, body, response, input);
       return response;
     };
 
@@ -113,7 +114,7 @@ export function responsesRouter({ engine, shutdown, responses, inputs }: ServerC
       const result = await collectChat(resume(first, deltas));
       const assembler = new ResponseAssembler(customTools);
       assembler.replay(result);
-      res.json(final(assembler, result.finishReason, result.usage));
+      res.json(await final(assembler, result.finishReason, result.usage));
       return;
     }
 
@@ -126,7 +127,7 @@ export function responsesRouter({ engine, shutdown, responses, inputs }: ServerC
       for await (const delta of resume(first, deltas)) {
         if (delta.type !== 'done') assembler.push(delta);
         else {
-          const response = final(assembler, delta.finishReason, delta.usage);
+          const response = await final(assembler, delta.finishReason, delta.usage);
           assembler.event(response.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response });
         }
       }
@@ -143,18 +144,18 @@ export function responsesRouter({ engine, shutdown, responses, inputs }: ServerC
     }
   });
 
-  router.get('/v1/responses/:id', (req, res) => {
-    res.json(storedOrThrow(responses, req.params.id).response);
+  router.get('/v1/responses/:id', async (req, res) => {
+    res.json((await storedOrThrow(responses, req.params.id)).response);
   });
 
-  router.delete('/v1/responses/:id', (req, res) => {
-    if (!responses.delete(req.params.id)) throw notFound(req.params.id, 'response_id');
+  router.delete('/v1/responses/:id', async (req, res) => {
+    if (!(await responses.delete(req.params.id))) throw notFound(req.params.id, 'response_id');
     res.json({ id: req.params.id, object: 'response', deleted: true });
   });
 
-  router.get('/v1/responses/:id/input_items', (req, res) => {
+  router.get('/v1/responses/:id/input_items', async (req, res) => {
     const query = parseRequest(inputItemsQuery, req.query);
-    const page = responses.inputItems(req.params.id, query);
+    const page = await responses.inputItems(req.params.id, query);
     if (!page) throw notFound(req.params.id, 'response_id');
     res.json({ object: 'list', data: page.data, first_id: page.firstId, last_id: page.lastId, has_more: page.hasMore });
   });
@@ -162,7 +163,7 @@ export function responsesRouter({ engine, shutdown, responses, inputs }: ServerC
   return router;
 }
 
-function save(store: ResponseStore, body: ResponseCreateBody, response: ResponseObject, input: unknown[]): void {
+async function save(store: ResponseRepository, body: ResponseCreateBody, response: ResponseObject, input: unknown[]): Promise<void> {
   if (body.store === false) return;
-  store.put({ id: response.id, model: body.model, createdAt: response.created_at, previousResponseId: body.previous_response_id ?? null, input, output: response.output, response });
+  await store.put({ id: response.id, model: body.model, createdAt: response.created_at, previousResponseId: body.previous_response_id ?? null, input, output: response.output, response });
 }

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Router, type Request, type Response } from 'express';
 import { createEncoder } from '../../audio/encode/index.js';
-import { speechRequestSchema, type SpeechFormat, type SpeechJobResponse, type SpeechResponse } from '../../api/speech.js';
+import { speechRequestSchema, type SpeechFormat, type SpeechJobResponse, type SpeechRequestBody, type SpeechResponse } from '../../api/speech.js';
 import { parseRequest } from '../../api/validate.js';
 import type { FileStore } from '../../core/files/store.js';
 import { NotFoundError } from '../../core/errors.js';
@@ -9,7 +9,7 @@ import { prepareSpeech, type PreparedSpeech } from '../../core/tasks/speak.js';
 import { sendCachedFile } from '../cached-file.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { decodeBase64Payload, readRemoteInput } from '../remote-input.js';
-import { SpeechJobs } from '../speech-jobs.js';
+import { SpeechStreamJobs } from '../speech-stream-jobs.js';
 
 /** One-shot speech files are served for an hour, at most 1 GiB of them. */
 export const SPEECH_FILE_TTL_MS = 60 * 60_000;
@@ -44,33 +44,20 @@ export function speechRouter(ctx: ServerContext): Router {
     maxBytes: SPEECH_FILES_MAX_BYTES,
     types: { wav: 'audio/wav' },
   });
-  const jobs = new SpeechJobs();
+  // A job's GET prepares the speech again from the stored request when it lands on another replica than its POST.
+  const jobs = new SpeechStreamJobs(ctx.state.speechJobs, async (stored, signal) => {
+    const body = parseRequest(speechRequestSchema, stored);
+    return { speech: (await prepare(body, ctx, signal)).speech, format: body.response_format ?? 'wav' };
+  });
   ctx.shutdown.addEventListener('abort', () => jobs.close(), { once: true });
 
   router.post('/v1/audio/speech', async (req, res) => {
     const signal = requestSignal(req, res, ctx.shutdown);
     await unlessGone(res, signal, async () => {
       const body = parseRequest(speechRequestSchema, req.body);
-      const speech = await prepareSpeech(
-        ctx.engine,
-        {
-          model: body.model,
-          input: body.input,
-          voice: body.voice,
-          speaker: body.speaker,
-          voiceDescription: body.voice_description ?? body.instructions,
-          refAudio: body.ref_audio === undefined ? undefined : await referenceAudio(body.ref_audio, ctx, signal),
-          refText: body.ref_text,
-          language: body.language,
-          speed: body.speed,
-          frames: body.frames,
-          seed: body.seed,
-          keepAliveMs: body.keep_alive,
-        },
-        signal,
-      );
+      const { speech, refAudio } = await prepare(body, ctx, signal);
       if (body.stream) {
-        const token = jobs.create({ speech, format: body.response_format ?? 'wav' });
+        const token = await jobs.create(speech, body.response_format ?? 'wav', storedRequest(req.body, speech.model, refAudio));
         res.json({ stream_url: `/v1/audio/speech/stream/${token}` } satisfies SpeechJobResponse);
         return;
       }
@@ -84,10 +71,13 @@ export function speechRouter(ctx: ServerContext): Router {
   });
 
   router.get('/v1/audio/speech/stream/:token', async (req, res) => {
-    const job = jobs.claim(req.params.token);
+    const job = await jobs.claim(req.params.token);
     if (!job) throw new NotFoundError('No speech stream job with this token: it was already fetched, it expired, or it never existed.', { code: 'stream_not_found' });
     const signal = requestSignal(req, res, ctx.shutdown);
-    await unlessGone(res, signal, () => streamSpeech(res, job.speech, job.format, signal, ctx.options.log));
+    await unlessGone(res, signal, async () => {
+      const { speech, format } = await job.prepare(signal);
+      await streamSpeech(res, speech, format, signal, ctx.options.log);
+    });
   });
 
   router.get('/v1/audio/files/:name', async (req, res) => {
@@ -95,6 +85,43 @@ export function speechRouter(ctx: ServerContext): Router {
   });
 
   return router;
+}
+
+/** Checks `body` and loads its model: every bad request is a 4xx here, before any audio. Returns the reference audio read too. */
+async function prepare(body: SpeechRequestBody, ctx: ServerContext, signal: AbortSignal): Promise<{ speech: PreparedSpeech; refAudio?: Buffer }> {
+  const refAudio = body.ref_audio === undefined ? undefined : await referenceAudio(body.ref_audio, ctx, signal);
+  const speech = await prepareSpeech(
+    ctx.engine,
+    {
+      model: body.model,
+      input: body.input,
+      voice: body.voice,
+      speaker: body.speaker,
+      voiceDescription: body.voice_description ?? body.instructions,
+      refAudio,
+      refText: body.ref_text,
+      language: body.language,
+      speed: body.speed,
+      frames: body.frames,
+      seed: body.seed,
+      keepAliveMs: body.keep_alive,
+    },
+    signal,
+  );
+  return { speech, refAudio };
+}
+
+/**
+ * A stream job's request as the state store keeps it: the fields of the
+ * request body as sent (it passed the schema; parsed values such as
+ * keep_alive's milliseconds would not pass it again), with the model it
+ * resolved to and the reference audio's bytes inline (a path or URL may not
+ * be readable from, or mean the same to, the replica that serves the job).
+ * Its size is bounded by the body and upload limits.
+ */
+function storedRequest(raw: Record<string, unknown>, model: string, refAudio: Buffer | undefined): Record<string, unknown> {
+  const fields = Object.fromEntries(Object.keys(speechRequestSchema.shape).flatMap((key) => (key in raw ? [[key, raw[key]]] : [])));
+  return { ...fields, model, ...(refAudio && { ref_audio: `data:;base64,${refAudio.toString('base64')}` }) };
 }
 
 /** Synthesises the whole input into a WAV file in the file store. */

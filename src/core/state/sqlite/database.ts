@@ -3,8 +3,9 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 
 /**
- * Opening the stored-responses database: file, pragmas, schema migrations,
- * and what happens to a file SQLite cannot read.
+ * Opening the state database (`<home>/responses.db`: stored responses and
+ * speech stream jobs): file, pragmas, schema migrations, and what happens to
+ * a file SQLite cannot read.
  *
  * Journal: WAL with `synchronous=NORMAL`. A transaction commits by appending
  * to the WAL; with NORMAL that append reaches the OS (not yet the disk) before
@@ -45,6 +46,14 @@ const MIGRATIONS: readonly string[] = [
    );
    CREATE UNIQUE INDEX items_in_order ON items (response_id, kind, seq);
    CREATE INDEX items_by_id ON items (response_id, kind, item_id);`,
+  // Speech stream jobs, so that another lserve process on this home can serve a job's GET (speech-jobs.ts).
+  `CREATE TABLE speech_jobs (
+     token      TEXT PRIMARY KEY,
+     model      TEXT NOT NULL,
+     request    TEXT NOT NULL,     -- JSON
+     expires_at INTEGER NOT NULL   -- ms
+   );
+   CREATE INDEX speech_jobs_by_expiry ON speech_jobs (expires_at);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
-import { InvalidRequestError } from '../errors.js';
+import { checkPageLimit, checkResponseStoreOptions, encodeResponse, expiredAt, itemPage, unknownAfter } from '../responses.js';
+import type { ItemPage, ItemPageQuery, ResponseStoreOptions, StoredResponse } from '../store.js';
 import { openDatabase } from './database.js';
 
 /**
@@ -13,43 +14,14 @@ import { openDatabase } from './database.js';
  * and 1 ms for a 25 kB one on a busy 2-core machine, a get 0.03–0.2 ms —
  * next to a generation of seconds — and a synchronous call cannot interleave
  * with another request's half-done write. Statements are prepared once, at open.
+ * The server reaches it through the async StateStore (index.ts).
  *
  * Retention costs no timer: expired responses are invisible to every read at
  * once, and are deleted — with the oldest beyond `maxResponses` — in the
  * transaction of each put and at open.
  */
 
-export interface StoredResponse {
-  id: string;
-  model: string;
-  /** The response's `created_at` (unix seconds), returned as given. */
-  createdAt: number;
-  previousResponseId: string | null;
-  /** Input items; each has a string `id` (the route assigns them), which `inputItems` pages by. */
-  input: unknown[];
-  output: unknown[];
-  response: Record<string, unknown>;
-}
-
-export interface ItemPage {
-  data: unknown[];
-  firstId: string | null;
-  lastId: string | null;
-  hasMore: boolean;
-}
-
-export interface ResponseStoreOptions {
-  /** A response expires this long after it was stored; `Infinity` keeps it. */
-  ttlSeconds: number;
-  /** The most responses kept; the oldest beyond are deleted. `Infinity` for no bound. */
-  maxResponses: number;
-  /** The most bytes one response may take (its JSON and its items' JSON together). */
-  maxBytesPerResponse: number;
-  /** The clock, in ms (default `Date.now`). */
-  now?: () => number;
-  /** Where the store reports a damaged database file it moved aside (default: stderr). */
-  log?: (message: string) => void;
-}
+export type { ItemPage, ResponseStoreOptions, StoredResponse } from '../store.js';
 
 interface ItemRow {
   item_id: string | null;
@@ -64,51 +36,37 @@ interface ResponseRow {
   response: string;
 }
 
-const ITEM_PAGE_MAX = 100;
-
 export class ResponseStore {
   readonly #db: Database.Database;
   readonly #options: ResponseStoreOptions;
   readonly #now: () => number;
   readonly #sql: ReturnType<typeof prepare>;
 
-  private constructor(db: Database.Database, options: ResponseStoreOptions) {
+  /** The store over an open database (see openDatabase); deletes what retention no longer keeps. */
+  constructor(db: Database.Database, options: ResponseStoreOptions) {
+    checkResponseStoreOptions(options);
     this.#db = db;
     this.#options = options;
     this.#now = options.now ?? Date.now;
     this.#sql = prepare(db);
+    db.transaction(() => this.#retain())();
   }
 
+  /** Opens (creating if needed) the database at `file` and the store over it; `close` closes both. */
   static open(file: string | ':memory:', options: ResponseStoreOptions): ResponseStore {
-    for (const key of ['ttlSeconds', 'maxResponses', 'maxBytesPerResponse'] as const) {
-      if (!(options[key] > 0)) throw new RangeError(`ResponseStore: ${key} must be positive, got ${options[key]}`);
-    }
-    if (!Number.isInteger(options.maxResponses) && options.maxResponses !== Infinity) {
-      throw new RangeError(`ResponseStore: maxResponses must be an integer or Infinity, got ${options.maxResponses}`);
-    }
+    checkResponseStoreOptions(options);
     const log = options.log ?? ((message: string) => process.stderr.write(`${message}\n`));
-    const store = new ResponseStore(openDatabase(file, log, options.now ?? Date.now), options);
-    store.#db.transaction(() => store.#retain())();
-    return store;
+    return new ResponseStore(openDatabase(file, log, options.now ?? Date.now), options);
   }
 
   /** Stores `entry` (replacing one of the same id) in one transaction; too large → 400 on `store`. */
   put(entry: StoredResponse): void {
-    const response = JSON.stringify(entry.response);
-    const input = entry.input.map((item) => [inputId(item, entry.id), JSON.stringify(item)] as const);
-    const output = entry.output.map((item) => [itemId(item), JSON.stringify(item)] as const);
-    let bytes = Buffer.byteLength(response);
-    for (const [, json] of [...input, ...output]) bytes += Buffer.byteLength(json);
-    if (bytes > this.#options.maxBytesPerResponse) {
-      throw new InvalidRequestError(
-        `This response takes ${bytes} bytes to store, more than this server's limit of ${this.#options.maxBytesPerResponse} bytes per stored response: send \`store: false\` to not store it.`,
-        { param: 'store' },
-      );
-    }
+    const { response, input, output } = encodeResponse(entry, this.#options.maxBytesPerResponse);
     this.#db.transaction(() => {
       this.#sql.deleteResponse.run(entry.id);
       this.#sql.insertResponse.run(entry.id, entry.model, entry.createdAt, this.#now(), entry.previousResponseId, response);
       input.forEach(([id, json], seq) => this.#sql.insertItem.run(entry.id, 'input', seq, id, json));
+      this.#options.midPut?.();
       output.forEach(([id, json], seq) => this.#sql.insertItem.run(entry.id, 'output', seq, id, json));
       this.#retain();
     })();
@@ -141,28 +99,18 @@ export class ResponseStore {
    * `input_items.list`: in `order`, starting after the item `after` (in that
    * order); undefined when the response is unknown or expired.
    */
-  inputItems(id: string, page: { after?: string; limit: number; order: 'asc' | 'desc' }): ItemPage | undefined {
+  inputItems(id: string, page: ItemPageQuery): ItemPage | undefined {
+    checkPageLimit(page);
     const { after, limit, order } = page;
-    if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_PAGE_MAX) {
-      throw new InvalidRequestError(`limit must be an integer from 1 to ${ITEM_PAGE_MAX}, got ${limit}.`, { param: 'limit' });
-    }
     return this.#db.transaction(() => {
       if (!this.#sql.response.get(id, this.#expiredAt())) return undefined;
       let from = order === 'asc' ? -1 : Number.MAX_SAFE_INTEGER;
       if (after !== undefined) {
         const seq = this.#sql.inputSeq.get(id, after);
-        if (seq === undefined) throw new InvalidRequestError(`No input item with id '${after}' in response '${id}'.`, { param: 'after' });
+        if (seq === undefined) throw unknownAfter(id, after);
         from = seq;
       }
-      // One row more than asked says whether another page follows.
-      const rows = (order === 'asc' ? this.#sql.inputsAsc : this.#sql.inputsDesc).all(id, from, limit + 1);
-      const shown = rows.slice(0, limit);
-      return {
-        data: shown.map((row) => JSON.parse(row.json) as unknown),
-        firstId: shown[0]?.item_id ?? null,
-        lastId: shown.at(-1)?.item_id ?? null,
-        hasMore: rows.length > limit,
-      };
+      return itemPage((order === 'asc' ? this.#sql.inputsAsc : this.#sql.inputsDesc).all(id, from, limit + 1), limit);
     })();
   }
 
@@ -174,11 +122,11 @@ export class ResponseStore {
    */
   conversation(id: string): unknown[] | undefined {
     return this.#db.transaction(() => {
-      const expiredAt = this.#expiredAt();
+      const expired = this.#expiredAt();
       const chain: string[] = [];
       const seen = new Set<string>();
       for (let next: string | null = id; next !== null && !seen.has(next); ) {
-        const row = this.#sql.response.get(next, expiredAt);
+        const row = this.#sql.response.get(next, expired);
         if (!row) break;
         seen.add(next);
         chain.unshift(next);
@@ -197,10 +145,8 @@ export class ResponseStore {
     return this.#sql.items.all(id, kind).map((json) => JSON.parse(json) as unknown);
   }
 
-  /** Responses stored at or before this instant (ms) have expired. */
   #expiredAt(): number {
-    const { ttlSeconds } = this.#options;
-    return ttlSeconds === Infinity ? -Infinity : this.#now() - ttlSeconds * 1000;
+    return expiredAt(this.#options, this.#now());
   }
 
   /** Deletes expired responses and the oldest beyond `maxResponses` (their items go by cascade); call inside a transaction. */
@@ -240,16 +186,4 @@ function prepare(db: Database.Database) {
       "SELECT item_id, json FROM items WHERE response_id = ? AND kind = 'input' AND seq < ? ORDER BY seq DESC LIMIT ?",
     ),
   };
-}
-
-function itemId(item: unknown): string | null {
-  const id = (item as { id?: unknown } | null)?.id;
-  return typeof id === 'string' ? id : null;
-}
-
-/** An input item's id: `inputItems` pages by it, so every input item must have one. */
-function inputId(item: unknown, responseId: string): string {
-  const id = itemId(item);
-  if (id === null) throw new TypeError(`ResponseStore.put: an input item of ${responseId} has no string id`);
-  return id;
 }

@@ -29,12 +29,12 @@ async function ready(server: TestServer): Promise<{ status: number; body: ReadyB
 
 describe('GET /ready', () => {
   let server: TestServer;
-  /** What the test's stand-in state backend does when pinged. */
-  let database: (signal: AbortSignal) => Promise<void> = async () => {};
+  /** What the test's stand-in dependency (a check a backend registers) does when asked. */
+  let dependency: (signal: AbortSignal) => Promise<void> = async () => {};
   let pingAborted = false;
 
   beforeAll(async () => {
-    const check: ReadinessCheck = { name: 'database', check: (signal) => database(signal) };
+    const check: ReadinessCheck = { name: 'dependency', check: (signal) => dependency(signal) };
     server = await startTestServer({ server: { apiKey: 'sesame', readiness: [check], readinessTimeoutMs: 300 } });
     await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
   });
@@ -44,35 +44,35 @@ describe('GET /ready', () => {
   });
 
   afterEach(() => {
-    database = async () => {};
+    dependency = async () => {};
   });
 
   it('is 200 with every check ok, and needs no API key (like /health)', async () => {
     const { status, body, cache } = await ready(server);
     expect(status).toBe(200);
-    expect(body).toEqual({ status: 'ready', draining: false, checks: { model_store: 'ok', database: 'ok' } });
+    expect(body).toEqual({ status: 'ready', draining: false, checks: { model_store: 'ok', database: 'ok', dependency: 'ok' } });
     expect(cache).toBe('no-store');
     expect((await fetch(`${server.url}/v1/models`)).status).toBe(401);
   });
 
   it('is 503 naming a check that fails, without its error, which goes to the log once', async () => {
-    database = async () => {
+    dependency = async () => {
       throw new Error('password authentication failed for user "lserve"');
     };
     const first = await ready(server);
     const second = await ready(server);
     expect(first.status).toBe(503);
-    expect(first.body).toEqual({ status: 'unready', draining: false, checks: { model_store: 'ok', database: 'failed' } });
-    expect(second.body.checks.database).toBe('failed');
+    expect(first.body).toEqual({ status: 'unready', draining: false, checks: { model_store: 'ok', database: 'ok', dependency: 'failed' } });
+    expect(second.body.checks.dependency).toBe('failed');
     expect(JSON.stringify(first.body)).not.toContain('password');
-    expect(server.logs.filter((l) => l.includes("ready check 'database' failed") && l.includes('password authentication failed'))).toHaveLength(1);
-    database = async () => {};
+    expect(server.logs.filter((l) => l.includes("ready check 'dependency' failed") && l.includes('password authentication failed'))).toHaveLength(1);
+    dependency = async () => {};
     expect((await ready(server)).status).toBe(200);
-    expect(server.logs).toContain("ready check 'database' ok again");
+    expect(server.logs).toContain("ready check 'dependency' ok again");
   });
 
   it('is 503 when a check outlasts its timeout, whose signal it is given', async () => {
-    database = (signal) =>
+    dependency = (signal) =>
       new Promise((_resolve, reject) =>
         signal.addEventListener('abort', () => {
           pingAborted = true;
@@ -82,7 +82,7 @@ describe('GET /ready', () => {
     const start = performance.now();
     const { status, body } = await ready(server);
     expect(status).toBe(503);
-    expect(body.checks).toEqual({ model_store: 'ok', database: 'timeout' });
+    expect(body.checks).toEqual({ model_store: 'ok', database: 'ok', dependency: 'timeout' });
     expect(performance.now() - start).toBeLessThan(3000);
     expect(pingAborted).toBe(true);
   });
@@ -97,7 +97,7 @@ describe('GET /ready', () => {
       await writeFile(models, 'not a folder');
       const { status, body } = await ready(server);
       expect(status).toBe(503);
-      expect(body.checks).toEqual({ model_store: 'failed', database: 'ok' });
+      expect(body.checks).toEqual({ model_store: 'failed', database: 'ok', dependency: 'ok' });
     } finally {
       await rm(models, { force: true });
       await rename(moved, models);

@@ -142,12 +142,17 @@ describe(`two servers on one ${postgresAvailable ? 'PostgreSQL database' : 'SQLi
         const unstored = await fetch(`${server}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: CHAT_MODEL_ID, input: 'Hi', max_output_tokens: 1, store: false }) });
         expect(unstored.status).toBe(200);
         expect((await post(server, { model: 'piper-test', input: 'Said at once.' })).status).toBe(200);
+        // A balancer takes the replica out of rotation meanwhile; /health, liveness, stays 200.
+        const ready = await fetch(`${server}/ready`);
+        expect({ status: ready.status, checks: ((await ready.json()) as { checks: unknown }).checks }).toEqual({ status: 503, checks: { model_store: 'ok', database: 'failed' } });
+        expect((await fetch(`${server}/health`)).status).toBe(200);
       }
     } finally {
       await postgres!.start!();
     }
     expect((await fetch(`${b.url}/v1/responses/${stored.id}`)).status).toBe(200);
     expect((await fetch(`${b.url}${job}`)).status).toBe(200);
+    expect((await fetch(`${b.url}/ready`)).status).toBe(200);
     expect(b.log()).toMatch(/state database is unreachable[\s\S]*state database is reachable again/);
     // Each 503 is logged with its cause, as every 5xx is: the refused connection, nothing else.
     const errors = a.logs.filter((line) => line.startsWith('error'));

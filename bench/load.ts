@@ -52,7 +52,6 @@
  * `--isolation server` runs the models in the server's process
  * (LSERVE_RUNNERS=off), for comparison.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -61,11 +60,11 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { seededRandom } from '../test/fixtures/gguf/format.js';
 import { writeFixtures } from '../test/fixtures/index.js';
-import { allOps, http, loadInputs, type Models, type Op, type Result } from './load/ops.js';
+import { allOps, http, loadInputs, type Op, type Result } from './load/ops.js';
+import { registerFixtures, startLserve, stopLserve, type Fixture, type Server } from './load/lserve.js';
 import { commandOf, MemorySampler, snapshot, type MemorySnapshot, type ProcInfo } from './load/proc.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const BIN = path.join(ROOT, 'bin', 'lserve.js');
 
 const { values: args } = parseArgs({
   options: {
@@ -114,88 +113,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const mib = (kib: number) => `${(kib / 1024).toFixed(0)} MiB`;
 const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
 const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
+/** The serve flags of a run: queue bound, loaded models, keep-alive. */
+const servingFlags = (maxQueue: string, keepAlive = args['keep-alive']) => ['--max-queue', maxQueue, '--max-loaded', maxLoaded, '--keep-alive', keepAlive];
 const elapsed = (t0: number) => `${((performance.now() - t0) / 1000).toFixed(1)} s`;
 const log = (message: string) => console.log(message);
 
 // ---------------------------------------------------------------------------------------------
 // The server
-
-interface Server {
-  child: ChildProcess;
-  pid: number;
-  base: string;
-  logs: Array<{ at: number; line: string }>;
-  exited?: { code: number | null; signal: NodeJS.Signals | null; at: number };
-}
-
-function lserveArgv(rest: string[]): string[] {
-  return args.src ? ['--import', 'tsx', path.join(ROOT, 'src', 'cli', 'main.ts'), ...rest] : [BIN, ...rest];
-}
-
-function serverEnv(home: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, LSERVE_HOME: home, NO_COLOR: '1', ...extra };
-  for (const name of ['LSERVE_HOST', 'LSERVE_PORT', 'LSERVE_API_KEY', 'LSERVE_CATALOG']) delete env[name];
-  return env;
-}
-
-function runLserve(home: string, rest: string[]): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, lserveArgv(rest), { cwd: ROOT, env: serverEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d));
-    child.stderr.on('data', (d: Buffer) => (output += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-}
-
-async function startLserve(home: string, maxQueue: string, extraEnv: NodeJS.ProcessEnv, keepAlive = args['keep-alive'], extraFlags: string[] = []): Promise<Server> {
-  const argv = lserveArgv(['serve', '--host', '127.0.0.1', '--port', '0', '--max-queue', maxQueue, '--max-loaded', maxLoaded, '--keep-alive', keepAlive, '--log-format', 'text', ...extraFlags]);
-  const child = spawn(process.execPath, argv, { cwd: ROOT, env: serverEnv(home, extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
-  const server: Server = { child, pid: child.pid!, base: '', logs: [] };
-  child.on('exit', (code, signal) => (server.exited = { code, signal, at: Date.now() }));
-  const listening = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`lserve serve did not report listening within 60 s:\n${server.logs.map((l) => l.line).join('\n')}`)), 60_000);
-    child.on('exit', (code, signal) => reject(new Error(`lserve serve exited (${code ?? signal}) before listening:\n${server.logs.map((l) => l.line).join('\n')}`)));
-    for (const stream of [child.stdout!, child.stderr!]) {
-      let pending = '';
-      stream.on('data', (d: Buffer) => {
-        pending += d.toString('utf8');
-        const lines = pending.split('\n');
-        pending = lines.pop()!;
-        for (const line of lines) {
-          server.logs.push({ at: Date.now(), line });
-          // Loopback only: the address the server printed must be 127.0.0.1.
-          const m = /lserve listening on (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(line);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]!);
-          }
-        }
-      });
-    }
-  });
-  server.base = await listening;
-  return server;
-}
-
-async function stopLserve(server: Server): Promise<{ code: number | null; signal: string | null; ms: number }> {
-  const t0 = performance.now();
-  if (!server.exited) {
-    server.child.kill('SIGTERM');
-    const deadline = Date.now() + 20_000;
-    while (!server.exited && Date.now() < deadline) await sleep(100);
-    if (!server.exited) {
-      server.child.kill('SIGKILL');
-      while (!server.exited) await sleep(50);
-    }
-  }
-  return { code: server.exited!.code, signal: server.exited!.signal, ms: Math.round(performance.now() - t0) };
-}
 
 /** Server log lines that are routine (model loads, process starts, shutdown), not worth printing. */
 const ROUTINE = /^(lserve listening on |playground: |loading \S+$|unloaded \S+$|evicting \S+ to make room for |unloading \S+: more models are loaded|SIGTERM: shutting down|started the sherpa-onnx \S+ \S+ process|replacing the sherpa-onnx \S+ \S+ process|sherpa-onnx [\d.]+ ready|\S+: context (plan|ready)|qwen3-tts \S+: \w+ model loaded in|qwen3-tts \S+: tok_decoder takes|\S+: sherpa-onnx .* loaded in )/;
@@ -238,35 +162,9 @@ function percentile(values: number[], p: number): number {
 
 // ---------------------------------------------------------------------------------------------
 
-type Fixture = Awaited<ReturnType<typeof writeFixtures>>[number];
-
-/** Registers the fixtures into `home` as a user would (`lserve pull <path> --kind`); returns every op over them, narrowed by --only. */
-async function registerFixtures(home: string, fixtures: Fixture[]): Promise<Op[]> {
-  for (const f of fixtures) {
-    const r = await runLserve(home, ['pull', f.path, '--kind', f.kind, '--quiet']);
-    if (r.code !== 0) throw new Error(`lserve pull ${f.path} --kind ${f.kind} failed (${r.code}):\n${r.output}`);
-  }
-  const ids = new Set(fixtures.map((f) => path.basename(f.path).replace(/\.gguf$/, '')));
-  const need = (id: string) => {
-    if (!ids.has(id) && id !== 'ppocr-v4-mobile') throw new Error(`fixture '${id}' is missing: test/fixtures/index.ts changed?`);
-    return id;
-  };
-  const models: Models = {
-    chat: need('synthetic-qwen3-chat'),
-    embedding: [need('synthetic-bge-embedding'), need('synthetic-qwen3-embedding')],
-    rerank: need('synthetic-bge-reranker'),
-    ocr: [need('ppocr-v4-mobile'), need('synthetic-ppocr-v5')],
-    asr: [need('synthetic-whisper-tiny'), need('synthetic-whisper-tiny-timestamped')],
-    asrStream: need('synthetic-zipformer-streaming'),
-    tts: [
-      { model: need('synthetic-piper-voice'), fields: () => ({}) },
-      { model: need('synthetic-qwen3-tts-customvoice'), fields: () => ({ voice: 'Vivian' }) },
-      { model: need('synthetic-qwen3-tts-voicedesign'), fields: () => ({ voice_description: 'a calm, low voice' }) },
-      { model: need('synthetic-qwen3-tts-base'), fields: (inputs) => ({ ref_audio: `data:audio/wav;base64,${inputs.wav.toString('base64')}`, ref_text: 'hello world this is a test' }) },
-    ],
-    image: need('synthetic-sd-turbo'),
-    vae: need('synthetic-taesd'),
-  };
+/** The fixtures registered into `home`; every op over them, narrowed by --only. */
+async function registeredOps(home: string, fixtures: Fixture[]): Promise<Op[]> {
+  const models = await registerFixtures(home, fixtures, { src: args.src });
   // --only chat.stream,speech:piper narrows every phase to those routes (and models whose id contains the text after ':').
   const only = args.only?.split(',').filter(Boolean).map((entry) => entry.split(':') as [string, string | undefined]);
   const ops = allOps(models, await loadInputs()).filter((op) => !only || only.some(([route, model]) => op.route === route && (!model || (op.model ?? '').includes(model))));
@@ -301,11 +199,11 @@ async function loadRun(label: string, fixtures: Fixture[], extraEnv: NodeJS.Proc
     log(`home ${home}${args.src ? ' (server from src/ through tsx)' : ''}`);
 
     // 1. Fixtures, registered as a user would.
-    const ops = await registerFixtures(home, fixtures);
+    const ops = await registeredOps(home, fixtures);
     log(`${fixtures.length} fixtures registered (${elapsed(started)})`);
     const routes = [...new Set(ops.map((o) => o.route))];
 
-    server = await startLserve(home, args['max-queue'], extraEnv);
+    server = await startLserve(home, servingFlags(args['max-queue']), extraEnv, { src: args.src });
     const base = server.base;
     const idle = snapshot(server.pid);
     log(`server pid ${server.pid} on ${base}: ${mib(idle.serverKiB)} RSS idle, ${idle.children.length} children (${elapsed(started)})`);
@@ -632,7 +530,7 @@ async function cycleRun(fixtures: Fixture[], cycles: number): Promise<void> {
   try {
     const env = args.isolation === 'server' ? { LSERVE_RUNNERS: 'off' } : {};
     // One model of each kind, uncut.
-    const all = await registerFixtures(home, fixtures);
+    const all = await registeredOps(home, fixtures);
     const kinds: Array<[string, string]> = [
       ['chat', 'synthetic-qwen3-chat'],
       ['embeddings', 'synthetic-bge-embedding'],
@@ -646,7 +544,7 @@ async function cycleRun(fixtures: Fixture[], cycles: number): Promise<void> {
     ];
     const ops = kinds.map(([route, model]) => all.find((op) => op.route === route && op.model === model)!);
     // --metrics: where the server's own memory is (V8's heap or outside it), at each mark.
-    server = await startLserve(home, '8', env, '0', ['--metrics']);
+    server = await startLserve(home, [...servingFlags('8', '0'), '--metrics'], env, { src: args.src });
     log(`${cycles} load/unload cycles of ${ops.length} models, one of each kind (keep-alive 0, models ${args.isolation === 'server' ? 'in the server process' : 'in runners'}), server pid ${server.pid}`);
     const rng = seededRandom(seed);
     const settled = async () => {

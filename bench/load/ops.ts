@@ -27,6 +27,8 @@ export interface OpContext {
   /** Hang up part-way (streamed ops only). */
   cut: boolean;
   timeoutMs: number;
+  /** Sent with every HTTP request and WebSocket upgrade of the op (bench/replicas.ts tags each op so the balancer's log names its replica). */
+  headers?: Record<string, string>;
 }
 
 export interface Result {
@@ -147,7 +149,7 @@ export async function http(ctx: OpContext, path: string, init: RequestInit, opti
       : undefined;
   const request = options.request;
   try {
-    const res = await fetch(`${ctx.base}${path}`, { ...init, signal: controller.signal });
+    const res = await fetch(`${ctx.base}${path}`, { ...init, headers: { ...(init.headers as Record<string, string> | undefined), ...ctx.headers }, signal: controller.signal });
     if (res.status !== 200) clearTimeout(cutTimer);
     if (mode === 'first-chunk' && res.status === 200 && res.body) {
       const reader = res.body.getReader();
@@ -425,7 +427,7 @@ export function websocketStream(ctx: OpContext, model: string, pcm: Buffer): Pro
   return new Promise<Result>((resolve) => {
     let done = false;
     let lastError: string | undefined;
-    const socket = new WebSocket(`${ctx.base.replace(/^http/, 'ws')}/v1/audio/transcriptions/stream?model=${encodeURIComponent(model)}`);
+    const socket = new WebSocket(`${ctx.base.replace(/^http/, 'ws')}/v1/audio/transcriptions/stream?model=${encodeURIComponent(model)}`, { headers: ctx.headers });
     const finish = (result: Result) => {
       if (done) return;
       done = true;

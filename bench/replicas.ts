@@ -35,13 +35,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { seededRandom } from '../test/fixtures/gguf/format.js';
 import { writeFixtures } from '../test/fixtures/index.js';
+import { freePort } from '../test/helpers/free-port.js';
 import { NEEDS_POSTGRES, postgresAvailable, startPostgres } from '../test/helpers/postgres.js';
 import { allOps, errorKind, loadInputs, type Models, type Op, type OpContext, type Result } from './load/ops.js';
 import { registerFixtures, startLserve, stopLserve, type Server } from './load/lserve.js';
@@ -75,16 +75,6 @@ function haproxyBinary(): string | undefined {
   return dirs.filter((dir) => path.isAbsolute(dir)).map((dir) => path.join(dir, 'haproxy')).find((file) => existsSync(file));
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 // ---------------------------------------------------------------------------------------------
 // HAProxy, from the shipped configuration

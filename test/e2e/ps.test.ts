@@ -1,9 +1,9 @@
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningModel, RunningModelList } from '../../src/api/ps.js';
 import { runCli } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
+import { freePort } from '../helpers/free-port.js';
 
 /**
  * GET /v1/ps and `lserve ps` (the built CLI) against a running server: the
@@ -25,14 +25,6 @@ afterAll(async () => {
   await keyed?.stop();
 });
 
-/** A port nothing listens on (bound, then released). */
-async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 /** The CLI pointed at `target` by flags; LSERVE_* from the test's environment must not leak in. */
 function ps(target: TestServer | number, args: string[] = [], env: NodeJS.ProcessEnv = {}) {

@@ -2,11 +2,11 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { freePort } from './free-port.js';
 
 /**
  * A PostgreSQL server for the state store's tests: a throwaway cluster in a
@@ -117,13 +117,3 @@ async function userIds(name: string): Promise<{ uid: number; gid: number }> {
   return { uid: Number(uid.stdout), gid: Number(gid.stdout) };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}

@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../src/core/errors.js';
-import { ResponseStore, type ResponseStoreOptions, type StoredResponse } from '../../src/core/state/sqlite/responses.js';
+import { ResponseStore, type ResponseStoreOptions } from '../../src/core/state/sqlite/responses.js';
+import { entry } from '../helpers/state-backends.js';
 
 /**
  * The stored responses of the Responses API, on real SQLite files in a
@@ -18,19 +19,6 @@ import { ResponseStore, type ResponseStoreOptions, type StoredResponse } from '.
 
 const WRITER = fileURLToPath(new URL('../helpers/response-writer.ts', import.meta.url));
 
-/** A response `id` with `inputs` input items (ids `<id>_in_<i>`) and `outputs` output items. */
-function entry(id: string, options: { previous?: string; inputs?: number; outputs?: number } = {}): StoredResponse {
-  const { previous = null, inputs = 2, outputs = 1 } = options;
-  return {
-    id,
-    model: 'qwen3-0.6b',
-    createdAt: 1_700_000_000,
-    previousResponseId: previous,
-    input: Array.from({ length: inputs }, (_, i) => ({ id: `${id}_in_${i}`, type: 'message', role: 'user', content: [{ type: 'input_text', text: `${id} question ${i}` }] })),
-    output: Array.from({ length: outputs }, (_, i) => ({ id: `${id}_out_${i}`, type: 'message', role: 'assistant', content: [{ type: 'output_text', text: `${id} answer ${i}` }] })),
-    response: { id, object: 'response', status: 'completed', previous_response_id: previous },
-  };
-}
 
 const ids = (items: unknown[] | undefined) => items?.map((item) => (item as { id: string }).id);
 

@@ -27,6 +27,13 @@ export interface TurnEvents {
   speechStarted(startMs: number): void;
   /** The turn ended: its audio, from the padded start to the end of speech. */
   speechStopped(endMs: number, clip: Float32Array): void;
+  /**
+   * The speech paused: the turn ends here (`endMs`, `clip` as speechStopped
+   * would give them) if the silence lasts, or goes on at speechResumed.
+   */
+  speechPaused?(endMs: number, clip: Float32Array): void;
+  /** Speech came back before the silence ended the turn. */
+  speechResumed?(): void;
   /** The detector failed (its worker died): turn detection stops for this session. */
   failed(error: unknown): void;
 }
@@ -76,6 +83,7 @@ export class InputAudio {
           minSilenceMs: turnDetection.type === 'semantic_vad' ? EAGERNESS_SILENCE_MS[turnDetection.eagerness ?? 'auto'] : turnDetection.silenceDurationMs,
           minSpeechMs: 150,
           speechPadMs: 0,
+          pauses: this.on.speechPaused !== undefined,
         })
       : undefined;
     // The detector's clock starts at the next window: align it with the session's timeline.
@@ -111,7 +119,13 @@ export class InputAudio {
         if (event.type === 'speech-start') {
           this.speechStart = at;
           this.on.speechStarted(ms(at));
-        } else if (this.speechStart !== undefined) {
+        } else if (this.speechStart === undefined) {
+          continue; // a turn forgotten (committed or cleared by the client)
+        } else if (event.type === 'speech-pause') {
+          this.on.speechPaused?.(ms(at), this.copy(this.paddedStart(this.speechStart), at));
+        } else if (event.type === 'speech-resume') {
+          this.on.speechResumed?.();
+        } else {
           const start = this.paddedStart(this.speechStart);
           this.speechStart = undefined;
           this.on.speechStopped(ms(at), this.take(start, at));

@@ -112,8 +112,8 @@ export class RealtimeSession {
     });
   }
 
-  /** One text message from the client. */
-  receive(text: string): void {
+  /** One text message from the client, `arrivedAt` (performance.now()) when it arrived. */
+  receive(text: string, arrivedAt = performance.now()): void {
     let event: ClientEvent;
     try {
       event = parseClientEvent(text, this.host.dialect);
@@ -121,7 +121,7 @@ export class RealtimeSession {
       this.fail(error);
       return;
     }
-    this.enqueue(() => this.handle(event), event.eventId);
+    this.enqueue(() => this.handle(event, arrivedAt), event.eventId);
   }
 
   /** The client left: every piece of work stops and its models are released. */
@@ -152,14 +152,14 @@ export class RealtimeSession {
     });
   }
 
-  private async handle(event: ClientEvent): Promise<void> {
+  private async handle(event: ClientEvent, arrivedAt: number): Promise<void> {
     // Whatever the client does besides speaking and reading may change what the turn in progress would be answered with.
     if (!QUIET_EVENTS.has(event.type)) this.discardSpeculation(`the client sent ${event.type}`);
     switch (event.type) {
       case 'session.update':
         return this.update(mergeSessionPatch(this.config, event.session));
       case 'input_audio_buffer.append':
-        return this.append(event.audio);
+        return this.append(event.audio, arrivedAt);
       case 'input_audio_buffer.commit':
         return this.commit();
       case 'input_audio_buffer.clear':
@@ -249,10 +249,10 @@ export class RealtimeSession {
     return this.input;
   }
 
-  private append(audio: string): void {
+  private append(audio: string, arrivedAt: number): void {
     const samples = this.decoder.decode(audio);
     try {
-      this.requireInput().append(samples);
+      this.requireInput().append(samples, arrivedAt);
     } catch (error) {
       // The buffer overflowed and was cleared: the turn in progress is gone.
       this.discardSpeculation('the input audio buffer was cleared');
@@ -277,8 +277,7 @@ export class RealtimeSession {
   private speechStopped(endMs: number, clip: Float32Array): void {
     const id = this.pendingTurn ?? newId('item');
     this.pendingTurn = undefined;
-    // The user stopped speaking at endMs; the audio after it (the silence that ended the turn) arrived since.
-    this.speechEndedAt = performance.now() - Math.max(0, this.requireInput().endMs - endMs);
+    this.speechEndedAt = this.requireInput().arrivalOf(endMs);
     this.emit('input_audio_buffer.speech_stopped', { audio_end_ms: endMs, item_id: id });
     const speculation = this.takeSpeculation(id, endMs, clip);
     if (speculation) this.adopt(speculation);

@@ -324,7 +324,7 @@ export class RealtimeSession {
     const turn = this.speculation;
     if (!turn) return undefined;
     this.speculation = undefined;
-    const same = turn.item.id === id && turn.endMs === endMs && turn.config === this.config && turn.basedOn === this.conversation.version && turn.heard(clip);
+    const same = turn.matches(id, endMs, clip, this.config, this.conversation);
     if (same && this.idle()) return turn;
     this.discard(turn, same ? 'the session became busy' : 'the turn ended elsewhere');
     return undefined;

@@ -52,7 +52,7 @@ export class SpeculativeTurn {
   /** The session's conversation, then this turn, then the answer as it is written: the session's own once adopted. */
   readonly conversation: Conversation;
   /** Which version of the session's conversation it copied. */
-  readonly basedOn: number;
+  private readonly basedOn: number;
   /** Settles when the turn's transcript is there or has failed (never rejects). */
   readonly transcribed: Promise<void>;
   /** The answer, once the transcript is there (while held). */
@@ -67,10 +67,10 @@ export class SpeculativeTurn {
     private readonly host: SpeculationHost,
     id: string,
     /** Where the turn ends if it ends here (audio_end_ms). */
-    readonly endMs: number,
+    private readonly endMs: number,
     private readonly clip: Float32Array,
     /** The session's settings it works with. */
-    readonly config: SessionConfig,
+    private readonly config: SessionConfig,
     conversation: Conversation,
   ) {
     this.item = { id, type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_audio' }] };
@@ -92,8 +92,13 @@ export class SpeculativeTurn {
     return this.heldTypes;
   }
 
-  /** Whether `clip`, the audio the turn committed with, is the audio this turn was transcribed from. */
-  heard(clip: Float32Array): boolean {
+  /**
+   * Whether the turn that ended (`id` at `endMs` with `clip`) is this one,
+   * and what its work was based on is unchanged: the same audio to the
+   * sample, the session's settings and conversation as they were.
+   */
+  matches(id: string, endMs: number, clip: Float32Array, config: SessionConfig, conversation: Conversation): boolean {
+    if (id !== this.item.id || endMs !== this.endMs || config !== this.config || conversation.version !== this.basedOn) return false;
     return clip.length === this.clip.length && clip.every((sample, i) => sample === this.clip[i]);
   }
 

@@ -160,11 +160,18 @@ export interface EndpointOptions extends VadWindowOptions {
   minSilenceMs?: number;
   /** Padding reported around speech. Default 30. */
   speechPadMs?: number;
+  /**
+   * Also announce each pause inside an utterance: `speech-pause` when a
+   * silence begins (its `time` is where the utterance ends if the silence
+   * lasts), `speech-resume` when speech comes back before it ended the
+   * utterance. Off by default.
+   */
+  pauses?: boolean;
 }
 
 export interface VadEvent {
-  type: 'speech-start' | 'speech-end';
-  /** Where in the stream the speech starts or ends (padded), in seconds. */
+  type: 'speech-start' | 'speech-end' | 'speech-pause' | 'speech-resume';
+  /** Where in the stream the speech starts or ends (padded), in seconds; for a pause, where it would end; for a resume, where speech came back. */
   time: number;
   /** Stream position when the event was decided, in seconds (`at − time` is the latency). */
   at: number;
@@ -175,7 +182,9 @@ export interface VadEvent {
  * consecutive windows as they arrive (any number at a time) and get
  * `speech-start` once an utterance has lasted `minSpeechMs`, and
  * `speech-end` once `minSilenceMs` of silence follows it. Same hysteresis as
- * `speechSegments`; a start and its end always come in pairs.
+ * `speechSegments`; a start and its end always come in pairs. With `pauses`,
+ * the silences in between too (a pause is the start of a silence that may
+ * end the utterance: what a listener can already act on).
  */
 export class EndpointDetector {
   private readonly threshold: number;
@@ -185,6 +194,7 @@ export class EndpointDetector {
   private readonly minSpeech: number;
   private readonly minSilence: number;
   private readonly pad: number;
+  private readonly pauses: boolean;
 
   /** Windows seen so far. */
   private index = 0;
@@ -196,6 +206,8 @@ export class EndpointDetector {
   private silenceStart = -1;
   /** End (samples, padded) of the last utterance, so starts never go back before it. */
   private lastEnd = 0;
+  /** The silence start last announced as a pause, or -1. */
+  private paused = -1;
 
   constructor(options: EndpointOptions = {}) {
     this.threshold = options.threshold ?? 0.5;
@@ -205,6 +217,7 @@ export class EndpointDetector {
     this.minSpeech = (this.rate * (options.minSpeechMs ?? 250)) / 1000;
     this.minSilence = (this.rate * (options.minSilenceMs ?? 500)) / 1000;
     this.pad = Math.round((this.rate * (options.speechPadMs ?? 30)) / 1000);
+    this.pauses = options.pauses ?? false;
   }
 
   /** True between a `speech-start` and its `speech-end`. */
@@ -240,6 +253,7 @@ export class EndpointDetector {
         if (seen - this.silenceStart >= this.minSilence) {
           if (this.confirmed) events.push(this.endEvent(this.silenceStart, seen));
           this.triggered = this.confirmed = false;
+          this.paused = -1;
           continue;
         }
       }
@@ -248,8 +262,19 @@ export class EndpointDetector {
         const time = Math.max(this.lastEnd, this.start - this.pad, 0);
         events.push({ type: 'speech-start', time: time / this.rate, at: seen / this.rate });
       }
+      if (this.pauses) this.pauseEvent(cur, seen, events);
     }
     return events;
+  }
+
+  /** A pause began or ended in this window (confirmed speech only: a start comes first). */
+  private pauseEvent(cur: number, seen: number, events: VadEvent[]): void {
+    const silence = this.confirmed ? this.silenceStart : -1;
+    if (silence === this.paused) return;
+    // The end the utterance will have if this silence lasts: endEvent's, whose `seen` is by then at least minSilence on.
+    if (silence >= 0) events.push({ type: 'speech-pause', time: (silence + this.pad) / this.rate, at: seen / this.rate });
+    else events.push({ type: 'speech-resume', time: cur / this.rate, at: seen / this.rate });
+    this.paused = silence;
   }
 
   /** End of the stream: closes an utterance still open. */
@@ -257,6 +282,7 @@ export class EndpointDetector {
     const seen = this.index * this.window;
     const events = this.triggered && this.confirmed ? [this.endEvent(this.silenceStart >= 0 ? this.silenceStart : seen, seen)] : [];
     this.triggered = this.confirmed = false;
+    this.paused = -1;
     return events;
   }
 
@@ -265,6 +291,7 @@ export class EndpointDetector {
     this.triggered = this.confirmed = false;
     this.silenceStart = -1;
     this.lastEnd = 0;
+    this.paused = -1;
   }
 
   private endEvent(end: number, seen: number): VadEvent {

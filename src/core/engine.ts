@@ -158,7 +158,18 @@ export class Engine {
 
   /** Reports `error` as a rejection by `model` when it is a full line (OverloadedError, 503); anything else is not. */
   reportRejection(model: string, error: unknown): void {
-    if (error instanceof OverloadedError) this.events.emit({ type: 'rejected', model });
+    if (error instanceof OverloadedError) this.report({ type: 'rejected', model });
+  }
+
+  /**
+   * This engine, with what tasks run through it report going to `report`
+   * instead: for work whose reports wait for a decision (a realtime turn
+   * answered before it ends counts only if the turn ends as expected).
+   * Everything else (models, leases, the store) is this engine's own; the
+   * view is for passing to tasks, not for changing the engine through it.
+   */
+  reportingTo(report: (event: EngineEvent) => void): Engine {
+    return Object.create(this, { report: { value: report } }) as Engine;
   }
 
   /** Runs the install-time preparation of a model's family, when it has one (`lserve pull`); resolves to the model as installed afterwards. */

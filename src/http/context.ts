@@ -53,6 +53,8 @@ export interface ServerOptions {
   ui?: boolean;
   /** A live-transcription WebSocket that sends no audio for this long is closed (default 30 s). */
   streamIdleMs?: number;
+  /** Realtime sessions work on a turn from the first pause in its speech, unseen until it ends (default true; false to compare, as tests and benchmarks do). */
+  speculativeTurns?: boolean;
   /** Serve Prometheus metrics at GET /metrics (`lserve serve --metrics`); off by default (404). */
   metrics?: boolean;
   /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */

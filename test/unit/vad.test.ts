@@ -370,6 +370,23 @@ describe('EndpointDetector', () => {
     expect(detector.finish()).toEqual([{ type: 'speech-end', time: detector.position, at: detector.position }]);
   });
 
+  it('announces pauses inside an utterance, each with the end it would give, when asked', () => {
+    const p = probs([0.1, 5], [0.9, 20], [0.1, 5], [0.9, 10], [0.1, 4], [0.4, 3], [0.1, 20]);
+    const detector = new EndpointDetector({ minSpeechMs: 256, minSilenceMs: 512, speechPadMs: 0, pauses: true });
+    const events = detector.push(p);
+    expect(events).toEqual([
+      { type: 'speech-start', time: w(5), at: w(13) },
+      { type: 'speech-pause', time: w(25), at: w(26) },
+      { type: 'speech-resume', time: w(30), at: w(31) },
+      // Below the threshold but above its lower bound (0.4) is not speech coming back: the silence that began at 40 goes on and ends the utterance there.
+      { type: 'speech-pause', time: w(40), at: w(41) },
+      { type: 'speech-end', time: w(40), at: w(56) },
+    ]);
+    // Without `pauses`, the same starts and ends only; a silence before the start confirmed is no pause.
+    expect(new EndpointDetector({ minSpeechMs: 256, minSilenceMs: 512, speechPadMs: 0 }).push(p)).toEqual([events[0], events[4]]);
+    expect(new EndpointDetector({ minSpeechMs: 256, minSilenceMs: 512, pauses: true }).push(probs([0.9, 3], [0.1, 30]))).toEqual([]);
+  });
+
   it('gives the same events however the probabilities are split', () => {
     const p = probs([0.1, 7], [0.9, 12], [0.4, 3], [0.9, 9], [0.1, 25], [0.8, 30], [0.2, 40]);
     const all = new EndpointDetector().push(p);

@@ -18,8 +18,24 @@ export const MAX_ITEMS = 1000;
 export const CONTEXT_ITEMS = 64;
 
 export class Conversation {
-  readonly id = newId('conv');
   private items: Item[] = [];
+  /** Changes with every item added or deleted. */
+  private changes = 0;
+
+  constructor(readonly id = newId('conv')) {}
+
+  /** Counts the items added and deleted: equal counts, the same items. */
+  get version(): number {
+    return this.changes;
+  }
+
+  /** A copy (same id, same item objects) to add to without changing this one: a turn's answer written before the turn is in. */
+  fork(): Conversation {
+    const copy = new Conversation(this.id);
+    copy.items = [...this.items];
+    copy.changes = this.changes;
+    return copy;
+  }
 
   get size(): number {
     return this.items.length;
@@ -46,12 +62,14 @@ export class Conversation {
     if (previousItemId === 'root') at = 0;
     else if (previousItemId !== undefined) at = this.items.indexOf(this.get(previousItemId, 'previous_item_id')) + 1;
     this.items.splice(at, 0, item);
+    this.changes++;
     if (this.items.length > MAX_ITEMS) this.items.splice(0, this.items.length - MAX_ITEMS);
     return at > 0 ? (this.items[at - 1]?.id ?? null) : null;
   }
 
   delete(id: string): void {
     this.items.splice(this.items.indexOf(this.get(id)), 1);
+    this.changes++;
   }
 
   /** The items a response reads: its own input (references resolved) or the conversation's latest. */

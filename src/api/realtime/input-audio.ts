@@ -16,6 +16,9 @@ import type { TurnDetection } from './types.js';
 /** Most audio the buffer holds (10 minutes at 16 kHz); more is an error and the buffer is cleared. */
 export const MAX_BUFFER_SAMPLES = 10 * 60 * INPUT_RATE;
 
+/** How far back arrival times are kept (timeline samples): past the longest silence that ends a turn. */
+const ARRIVALS_KEPT = 2 * INPUT_RATE;
+
 /**
  * semantic_vad has no model of its own here: it is server VAD whose silence
  * before the end of a turn follows its eagerness, as OpenAI describes it
@@ -27,6 +30,13 @@ export interface TurnEvents {
   speechStarted(startMs: number): void;
   /** The turn ended: its audio, from the padded start to the end of speech. */
   speechStopped(endMs: number, clip: Float32Array): void;
+  /**
+   * The speech paused: the turn ends here (`endMs`, `clip` as speechStopped
+   * would give them) if the silence lasts, or goes on at speechResumed.
+   */
+  speechPaused?(endMs: number, clip: Float32Array): void;
+  /** Speech came back before the silence ended the turn. */
+  speechResumed?(): void;
   /** The detector failed (its worker died): turn detection stops for this session. */
   failed(error: unknown): void;
 }
@@ -42,6 +52,8 @@ export class InputAudio {
   private detectorOrigin = 0;
   /** VAD results are applied in order, each after the one before. */
   private pending: Promise<void> = Promise.resolve();
+  /** Recent appends: where each ended on the timeline, and when (performance.now()) it arrived. */
+  private arrivals: Array<{ end: number; at: number }> = [];
 
   constructor(
     private turnDetection: TurnDetection | null,
@@ -76,13 +88,15 @@ export class InputAudio {
           minSilenceMs: turnDetection.type === 'semantic_vad' ? EAGERNESS_SILENCE_MS[turnDetection.eagerness ?? 'auto'] : turnDetection.silenceDurationMs,
           minSpeechMs: 150,
           speechPadMs: 0,
+          pauses: this.on.speechPaused !== undefined,
         })
       : undefined;
     // The detector's clock starts at the next window: align it with the session's timeline.
     this.detectorOrigin = this.offset + this.length;
   }
 
-  append(samples: Float32Array): void {
+  /** Audio that arrived at `arrivedAt` (performance.now(); when the client's event reached the server). */
+  append(samples: Float32Array, arrivedAt = performance.now()): void {
     if (samples.length === 0) return;
     if (this.length + samples.length > MAX_BUFFER_SAMPLES) {
       this.clear();
@@ -92,6 +106,9 @@ export class InputAudio {
     }
     this.chunks.push(samples);
     this.length += samples.length;
+    const end = this.offset + this.length;
+    this.arrivals.push({ end, at: arrivedAt });
+    while (this.arrivals[0]!.end < end - ARRIVALS_KEPT) this.arrivals.shift();
     const detector = this.detector;
     const vad = this.vad;
     if (!detector || !vad) return;
@@ -111,13 +128,36 @@ export class InputAudio {
         if (event.type === 'speech-start') {
           this.speechStart = at;
           this.on.speechStarted(ms(at));
-        } else if (this.speechStart !== undefined) {
+        } else if (this.speechStart === undefined) {
+          continue; // a turn forgotten (committed or cleared by the client)
+        } else if (event.type === 'speech-pause') {
+          this.on.speechPaused?.(ms(at), this.copy(this.paddedStart(this.speechStart), at));
+        } else if (event.type === 'speech-resume') {
+          this.on.speechResumed?.();
+        } else {
           const start = this.paddedStart(this.speechStart);
           this.speechStart = undefined;
           this.on.speechStopped(ms(at), this.take(start, at));
         }
       }
     });
+  }
+
+  /**
+   * When the audio at `timeMs` was spoken, on this process's clock
+   * (performance.now()), for a client that streams as it records: each
+   * append after it places it (its arrival less the audio after `timeMs` it
+   * carried), and the earliest of those within a second is the one the
+   * server's own delays (the event loop, the network) held back least.
+   * Without any, the latest audio is taken as arriving now.
+   */
+  arrivalOf(timeMs: number): number {
+    const sample = Math.round((timeMs * INPUT_RATE) / 1000);
+    let earliest = Infinity;
+    for (const { end, at } of this.arrivals) {
+      if (end >= sample && end <= sample + INPUT_RATE) earliest = Math.min(earliest, at - ((end - sample) * 1000) / INPUT_RATE);
+    }
+    return Number.isFinite(earliest) ? earliest : performance.now() - Math.max(0, this.endMs - timeMs);
   }
 
   /** While speech goes on: the turn's audio so far, from its padded start (a copy; the buffer keeps it). */

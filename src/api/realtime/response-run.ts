@@ -28,7 +28,7 @@ export interface ResponseHost {
   conversation: Conversation;
   /** Sends a server event by its GA name (the host renders the dialect's name and the event id). */
   emit(type: string, fields: Record<string, unknown>): void;
-  /** The response's first audio left (for the voice-to-voice latency). */
+  /** The response's first audio delta was sent (for the voice-to-voice latency). */
   firstAudio(): void;
   /** Tells the client (an `error` event) why the response failed. */
   failed(error: LserveError): void;
@@ -102,8 +102,13 @@ export class ResponseRun {
       return message;
     };
     const where = () => ({ ...base, item_id: message!.id, output_index: messageIndex, content_index: 0 });
+    let audioSent = false;
     const sendAudio = (bytes: Buffer) => {
-      for (const delta of base64Chunks(bytes, AUDIO_DELTA_BYTES)) host.emit('response.output_audio.delta', { ...where(), delta });
+      for (const delta of base64Chunks(bytes, AUDIO_DELTA_BYTES)) {
+        host.emit('response.output_audio.delta', { ...where(), delta });
+        if (!audioSent) host.firstAudio();
+        audioSent = true;
+      }
     };
 
     let outcome: ResponseOutcome = { status: 'completed' };
@@ -133,10 +138,7 @@ export class ResponseRun {
           },
           audio: (samples, sampleRate) => {
             openMessage();
-            if (!encoder) {
-              encoder = new OutputAudioEncoder(state.outputFormat, sampleRate);
-              host.firstAudio();
-            }
+            encoder ??= new OutputAudioEncoder(state.outputFormat, sampleRate);
             sendAudio(encoder.encode(samples));
           },
           spoken: (sentence) => {

@@ -10,6 +10,7 @@ import { InputAudio } from './input-audio.js';
 import type { UserMessageItem } from './items.js';
 import { TurnTranscriber } from './turn-transcription.js';
 import { ResponseRun, truncateHeard } from './response-run.js';
+import { SpeculativeTurn } from './speculative-turn.js';
 import { errorEvent, itemObject, serverEventName } from './server-events.js';
 import { mergeSessionPatch, sessionObject } from './session-config.js';
 import type { Dialect, SessionConfig } from './types.js';
@@ -32,7 +33,17 @@ import type { Dialect, SessionConfig } from './types.js';
  * committed; a streaming recogniser (kind asr-stream) hears it while the
  * user speaks instead (turn-transcription.ts), its deltas going out during
  * the turn.
+ *
+ * With server VAD, a turn is also worked on from the first pause in the
+ * speech, before the silence that ends it has lasted: transcribed and
+ * answered, all of it held (speculative-turn.ts). When the turn ends there,
+ * the session adopts that work, and its events go out as if the turn had
+ * been committed, transcribed and answered at that moment; otherwise the
+ * work is discarded unseen.
  */
+
+/** Client events that leave a speculative turn's work valid: audio, and reading the conversation or stopping audio no turn is playing yet. */
+const QUIET_EVENTS = new Set<ClientEvent['type']>(['input_audio_buffer.append', 'conversation.item.retrieve', 'output_audio_buffer.clear']);
 
 export interface SessionHost {
   engine: Engine;
@@ -42,12 +53,25 @@ export interface SessionHost {
   log(message: string): void;
   /** A voice turn's latency: from the end of the user's speech to the first audio of the answer. */
   voiceLatency?(seconds: number): void;
+  /** Turns are worked on from the first pause (default true; false only to compare, the client sees the same events either way). */
+  speculate?: boolean;
+  /** What became of each turn worked on from a pause (for tests and benchmarks). */
+  speculation?(event: SpeculationEvent): void;
 }
+
+export type SpeculationEvent =
+  | { type: 'started'; itemId: string }
+  /** The turn's work made an event, held until the turn ends. */
+  | { type: 'held'; itemId: string; event: string }
+  /** The turn committed as expected; `released`: the events held until then, sent at once. */
+  | { type: 'adopted'; itemId: string; released: readonly string[] }
+  | { type: 'discarded'; itemId: string; reason: string };
 
 export class RealtimeSession {
   readonly id = newId('sess');
   private config: SessionConfig;
-  private readonly conversation = new Conversation();
+  /** Replaced by a speculative turn's copy when that turn is adopted. */
+  private conversation = new Conversation();
   private readonly closed = new AbortController();
   private decoder: InputAudioDecoder;
   private input: InputAudio | undefined;
@@ -58,6 +82,12 @@ export class RealtimeSession {
   private queue: Promise<void> = Promise.resolve();
   /** Turns being transcribed, answered in order. */
   private turns: Promise<void> = Promise.resolve();
+  /** How many turns `turns` is still transcribing. */
+  private transcribing = 0;
+  /** The turn in progress, worked on since its speech paused. */
+  private speculation: SpeculativeTurn | undefined;
+  /** Discarded speculative turns whose work is still stopping. */
+  private stopping: Promise<void> = Promise.resolve();
   /** A committed turn waits for the response in progress to end. */
   private unanswered = false;
   /** performance.now() when the user's last turn ended, until its answer's first audio. */
@@ -82,8 +112,8 @@ export class RealtimeSession {
     });
   }
 
-  /** One text message from the client. */
-  receive(text: string): void {
+  /** One text message from the client, `arrivedAt` (performance.now()) when it arrived. */
+  receive(text: string, arrivedAt = performance.now()): void {
     let event: ClientEvent;
     try {
       event = parseClientEvent(text, this.host.dialect);
@@ -91,13 +121,14 @@ export class RealtimeSession {
       this.fail(error);
       return;
     }
-    this.enqueue(() => this.handle(event), event.eventId);
+    this.enqueue(() => this.handle(event, arrivedAt), event.eventId);
   }
 
   /** The client left: every piece of work stops and its models are released. */
   close(): void {
     if (this.closed.signal.aborted) return;
     this.closed.abort(new Error('the session closed'));
+    this.discardSpeculation('the session closed');
     this.response?.cancel('client_cancelled');
     for (const run of this.outOfBand) run.cancel('client_cancelled');
     this.vad?.close();
@@ -107,7 +138,7 @@ export class RealtimeSession {
   async settled(): Promise<void> {
     await this.queue;
     await this.turns;
-    await Promise.all([this.response?.done, ...[...this.outOfBand].map((r) => r.done)]);
+    await Promise.all([this.response?.done, this.stopping, ...[...this.outOfBand].map((r) => r.done)]);
   }
 
   private enqueue(work: () => Promise<void> | void, eventId?: string): void {
@@ -121,12 +152,14 @@ export class RealtimeSession {
     });
   }
 
-  private async handle(event: ClientEvent): Promise<void> {
+  private async handle(event: ClientEvent, arrivedAt: number): Promise<void> {
+    // Whatever the client does besides speaking and reading may change what the turn in progress would be answered with.
+    if (!QUIET_EVENTS.has(event.type)) this.discardSpeculation(`the client sent ${event.type}`);
     switch (event.type) {
       case 'session.update':
         return this.update(mergeSessionPatch(this.config, event.session));
       case 'input_audio_buffer.append':
-        return this.append(event.audio);
+        return this.append(event.audio, arrivedAt);
       case 'input_audio_buffer.commit':
         return this.commit();
       case 'input_audio_buffer.clear':
@@ -201,7 +234,10 @@ export class RealtimeSession {
     this.input = new InputAudio(turnDetection, this.vad, {
       speechStarted: (startMs) => this.speechStarted(startMs),
       speechStopped: (endMs, clip) => this.speechStopped(endMs, clip),
+      speechPaused: (endMs, clip) => this.speechPaused(endMs, clip),
+      speechResumed: () => this.discardSpeculation('the speech went on'),
       failed: (error) => {
+        this.discardSpeculation('turn detection failed');
         this.host.log(`realtime ${this.id}: voice activity detection failed: ${(error as Error).message}`);
         this.fail(new ServerError('Turn detection failed: commit the audio yourself (turn_detection: null).', { cause: error }));
       },
@@ -213,15 +249,22 @@ export class RealtimeSession {
     return this.input;
   }
 
-  private append(audio: string): void {
+  private append(audio: string, arrivedAt: number): void {
     const samples = this.decoder.decode(audio);
-    this.requireInput().append(samples);
+    try {
+      this.requireInput().append(samples, arrivedAt);
+    } catch (error) {
+      // The buffer overflowed and was cleared: the turn in progress is gone.
+      this.discardSpeculation('the input audio buffer was cleared');
+      throw error;
+    }
     this.transcriber.heard(samples);
   }
 
   private pendingTurn: string | undefined;
 
   private speechStarted(startMs: number): void {
+    this.discardSpeculation('a new turn began');
     this.pendingTurn = newId('item');
     this.emit('input_audio_buffer.speech_started', { audio_start_ms: startMs, item_id: this.pendingTurn });
     // From the padded start of the speech, which the detector hears a little after it arrives.
@@ -234,10 +277,82 @@ export class RealtimeSession {
   private speechStopped(endMs: number, clip: Float32Array): void {
     const id = this.pendingTurn ?? newId('item');
     this.pendingTurn = undefined;
-    // The user stopped speaking at endMs; the audio after it (the silence that ended the turn) arrived since.
-    this.speechEndedAt = performance.now() - Math.max(0, this.requireInput().endMs - endMs);
+    this.speechEndedAt = this.requireInput().arrivalOf(endMs);
     this.emit('input_audio_buffer.speech_stopped', { audio_end_ms: endMs, item_id: id });
-    this.commitTurn(clip, id, this.config.input.turnDetection?.createResponse ?? false);
+    const speculation = this.takeSpeculation(id, endMs, clip);
+    if (speculation) this.adopt(speculation);
+    else this.commitTurn(clip, id, this.config.input.turnDetection?.createResponse ?? false);
+  }
+
+  /**
+   * The speech paused: unless the session is busy with something a new
+   * turn would wait for, the turn is worked on as if it ended here, held.
+   */
+  private speechPaused(endMs: number, clip: Float32Array): void {
+    this.discardSpeculation('the speech paused again');
+    const id = this.pendingTurn;
+    const answers = this.config.type === 'realtime' && this.config.input.turnDetection?.createResponse;
+    // A streaming recogniser's transcript is only final once the turn has ended.
+    if (this.host.speculate === false || !id || !answers || this.transcriber.streaming || !this.idle()) return;
+    this.speculation = new SpeculativeTurn(
+      {
+        engine: this.host.engine,
+        dialect: this.host.dialect,
+        emit: (type, fields) => this.emit(type, fields),
+        log: (message) => this.host.log(`realtime ${this.id}: ${message}`),
+        firstAudio: (run) => this.firstAudio(run),
+        failed: (error) => this.fail(error),
+        signal: this.closed.signal,
+        held: (event) => this.host.speculation?.({ type: 'held', itemId: id, event }),
+      },
+      id,
+      endMs,
+      clip,
+      this.config,
+      this.conversation,
+    );
+    this.host.speculation?.({ type: 'started', itemId: id });
+  }
+
+  /** Nothing a committed turn would wait for: no response, no turn before it still to be transcribed or answered. */
+  private idle(): boolean {
+    return !this.response && !this.unanswered && this.transcribing === 0 && !this.closed.signal.aborted;
+  }
+
+  /** The speculative turn, when it is the turn that just ended (`id`, its end and audio) and nothing it was based on changed; else it is discarded. */
+  private takeSpeculation(id: string, endMs: number, clip: Float32Array): SpeculativeTurn | undefined {
+    const turn = this.speculation;
+    if (!turn) return undefined;
+    this.speculation = undefined;
+    const same = turn.matches(id, endMs, clip, this.config, this.conversation);
+    if (same && this.idle()) return turn;
+    this.discard(turn, same ? 'the session became busy' : 'the turn ended elsewhere');
+    return undefined;
+  }
+
+  private discardSpeculation(reason: string): void {
+    const turn = this.speculation;
+    this.speculation = undefined;
+    if (turn) this.discard(turn, reason);
+  }
+
+  private discard(turn: SpeculativeTurn, reason: string): void {
+    turn.discard();
+    const stopped = turn.settled();
+    this.stopping = Promise.all([this.stopping, stopped]).then(() => {});
+    this.host.speculation?.({ type: 'discarded', itemId: turn.item.id, reason });
+  }
+
+  /** The turn ended where it paused: it commits with the speculative turn's work, whose held events go out now. */
+  private adopt(turn: SpeculativeTurn): void {
+    // The conversation the answer was written in: the session's, with the turn in it.
+    this.conversation = turn.conversation;
+    this.emit('input_audio_buffer.committed', { previous_item_id: turn.previous, item_id: turn.item.id });
+    this.emit('conversation.item.added', { previous_item_id: turn.previous, item: turn.committedItem });
+    const run = turn.adopt();
+    this.host.speculation?.({ type: 'adopted', itemId: turn.item.id, released: turn.released });
+    if (run) this.track(run);
+    else this.afterTranscription(turn.item, turn.previous, turn.transcribed, true);
   }
 
   private commit(): void {
@@ -262,9 +377,15 @@ export class RealtimeSession {
     const previous = this.conversation.add(item);
     this.emit('input_audio_buffer.committed', { previous_item_id: previous, item_id: id });
     this.emit('conversation.item.added', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
-    const transcribed = this.transcriber.transcribe(item, clip, this.config.input.transcription);
+    this.afterTranscription(item, previous, this.transcriber.transcribe(item, clip, this.config.input.transcription), answer);
+  }
+
+  /** Once the turn's transcript is there (in turn order), its item is done, and answered when `answer`. */
+  private afterTranscription(item: UserMessageItem & { id: string }, previous: string | null, transcribed: Promise<void>, answer: boolean): void {
+    this.transcribing++;
     this.turns = this.turns.then(async () => {
       await transcribed;
+      this.transcribing--;
       if (this.closed.signal.aborted) return;
       this.emit('conversation.item.done', { previous_item_id: previous, item: itemObject(item, this.host.dialect) });
       if (answer) this.answerWhenFree();
@@ -303,16 +424,17 @@ export class RealtimeSession {
         dialect: this.host.dialect,
         conversation: this.conversation,
         emit: (type, fields) => this.emit(type, fields),
-        firstAudio: () => {
-          if (this.speechEndedAt === undefined || run.outOfBand) return;
-          this.host.voiceLatency?.((performance.now() - this.speechEndedAt) / 1000);
-          this.speechEndedAt = undefined;
-        },
+        firstAudio: () => this.firstAudio(run),
         failed: (error) => this.fail(error),
       },
       this.config,
       params,
     );
+    this.track(run);
+  }
+
+  /** A response begun: the session's one in progress (or one of its out-of-band ones) until it is done. */
+  private track(run: ResponseRun): void {
     if (run.outOfBand) this.outOfBand.add(run);
     else this.response = run;
     void run.done.finally(() => {
@@ -322,6 +444,13 @@ export class RealtimeSession {
       }
       this.outOfBand.delete(run);
     });
+  }
+
+  /** A response's first audio went out: a spoken turn's answer is heard from now. */
+  private firstAudio(run: ResponseRun): void {
+    if (this.speechEndedAt === undefined || run.outOfBand) return;
+    this.host.voiceLatency?.((performance.now() - this.speechEndedAt) / 1000);
+    this.speechEndedAt = undefined;
   }
 
   private truncate(itemId: string, contentIndex: number, audioEndMs: number): void {

@@ -37,6 +37,11 @@ export class TurnTranscriber {
     }
   }
 
+  /** Whether turns are transcribed live, while spoken (the transcription model is a streaming recogniser). */
+  get streaming(): boolean {
+    return this.streamingModel !== undefined;
+  }
+
   /** Speech started (turn `itemId`, its audio so far): a streaming model starts transcribing it. */
   started(itemId: string, audio: Float32Array): void {
     this.drop();

@@ -81,6 +81,7 @@ export const realtimeRoute: WebSocketRoute = {
             },
             log: ctx.options.log,
             voiceLatency: (seconds) => engine.report({ type: 'voice-latency', model, seconds }),
+            speculate: ctx.options.speculativeTurns,
           },
           config,
         );

@@ -6,8 +6,15 @@ import type { InputPolicy } from './remote-input.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResponseStoreOptions, StateStore } from '../core/state/store.js';
 import type { Drain } from './drain.js';
-import type { ReadinessCheck } from './readiness.js';
 import type { FilesLocation, FileStores } from '../core/files/store.js';
+
+/** Something GET /ready asks (readiness.ts): whether a dependency of the server can serve now. */
+export interface ReadinessCheck {
+  /** The check's key in GET /ready's `checks` (`model_store`, `database`). */
+  name: string;
+  /** Resolves when the dependency can serve; rejects, or outlasts the timeout, when not. `signal` aborts at the timeout. */
+  check: (signal: AbortSignal) => Promise<void>;
+}
 
 /** What every router gets: the engine and the server's settings. */
 export interface ServerContext {

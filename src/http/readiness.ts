@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import { readdir } from 'node:fs/promises';
-import type { ServerContext } from './context.js';
+import type { ReadinessCheck, ServerContext } from './context.js';
 
 /**
  * GET /ready: whether this replica should get work (a balancer's health check,
@@ -19,13 +19,6 @@ import type { ServerContext } from './context.js';
  * is open (no API key, like /health), and errors can name hosts and users.
  * The error goes to the server's log, once each time a check starts failing.
  */
-
-export interface ReadinessCheck {
-  /** The check's key in GET /ready's `checks` (`model_store`, `database`). */
-  name: string;
-  /** Resolves when the dependency can serve; rejects, or outlasts the timeout, when not. `signal` aborts at the timeout. */
-  check: (signal: AbortSignal) => Promise<void>;
-}
 
 export type CheckOutcome = 'ok' | 'failed' | 'timeout';
 

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { ReadinessCheck } from '../../src/http/readiness.js';
+import type { ReadinessCheck } from '../../src/http/context.js';
 import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 

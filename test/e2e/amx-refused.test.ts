@@ -1,9 +1,11 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningModelList } from '../../src/api/ps.js';
 import { amxVerdict } from '../../src/runtimes/llama/amx.js';
 import { AMX_VARIANTS } from '../../src/runtimes/llama/cpu-variants.js';
+import { shippedAddonFor } from '../../src/runtimes/llama/shipped-addon.js';
+import { addonDir, addonKey, addonSources } from '../../src/runtimes/llama/threadpool-addon.js';
 import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
 import { llamaSourceFile } from '../fixtures/llama-source.js';
 import { renderOneLine } from '../fixtures/ocr/corpus.js';
@@ -82,6 +84,13 @@ describe.runIf(process.platform === 'linux' && process.arch === 'x64').each(['pr
     expect(files).toContain('llama-addon.node');
     expect(files).toContain(`libggml-cpu-${variant}.so`);
     for (const amx of AMX_VARIANTS) expect(files).not.toContain(`libggml-cpu-${amx}.so`);
+    if (build === 'threadpool') {
+      // The view links the addon's own copy of a variant lserve ships (cpu-variant-build.ts), node-llama-cpp's file otherwise.
+      const file = `libggml-cpu-${variant}.so`;
+      const ours = variant! in shippedAddonFor(addonSources()!)!.cpuVariants;
+      const expected = ours ? path.join(addonDir(server.home, addonKey(addonSources()!)), file) : realpathSync(path.join(addonSources()!.binsDir, file));
+      expect(realpathSync(path.join(server.home, 'llama', views[0]!, file))).toBe(expected);
+    }
     // The seccomp filter that denies the kernel's AMX permission to the runner's runtimes.
     expect(seccompMode(await pidOf(server, CHAT_MODEL_ID))).toBe('2');
   });

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readlinkSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
@@ -6,7 +6,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Llama, LlamaLogLevel } from 'node-llama-cpp';
 import { chooseBinary, getRuntime, llamaBuildChoice, loadAddonRuntime, nodeLlamaCppDir, runsOnCpu, runtimeBuild, setLlamaAddonHome } from '../../src/runtimes/llama/runtime.js';
-import { PREBUILDS, shippedAddonFor, shippedDir, threadpoolAddon } from '../../src/runtimes/llama/shipped-addon.js';
+import { BUILT_CPU_VARIANTS } from '../../src/runtimes/llama/cpu-variant-build.js';
+import { PREBUILDS, sha256File, shippedAddonFor, shippedDir, threadpoolAddon } from '../../src/runtimes/llama/shipped-addon.js';
 import { tinyQwen3File } from '../helpers/chat-model.js';
 import { addonDir, addonKey, addonSources, findThreadpoolAddon, missingBuildTools } from '../../src/runtimes/llama/threadpool-addon.js';
 
@@ -140,13 +141,17 @@ async function greedyTokens(runtime: Llama, count: number): Promise<number[]> {
 }
 
 describe.runIf(process.platform === 'linux' && process.arch === 'x64')('the threadpool addon shipped for linux-x64', () => {
-  it('was built from the installed node-llama-cpp and the current patch, and its file is the one recorded', async () => {
-    // Fails after an upgrade of node-llama-cpp or a change to threadpool.patch until
-    // `npm run build:llama -- --ship` is run again and its output committed.
+  it('was built from the installed node-llama-cpp and the current patch, and its files are the ones recorded', async () => {
+    // Fails after an upgrade of node-llama-cpp or a change to threadpool.patch or to the
+    // CPU variants built until `npm run build:llama -- --ship` is run again and its output committed.
     const record = shippedAddonFor(addonSources()!);
-    expect(record, `prebuilds/linux-x64 does not match node-llama-cpp ${addonSources()!.nodeLlamaCppVersion} and scripts/llama/threadpool.patch`).toBeDefined();
+    expect(record, `prebuilds/linux-x64 does not match node-llama-cpp ${addonSources()!.nodeLlamaCppVersion}, scripts/llama/threadpool.patch and the CPU variants built`).toBeDefined();
     const bytes = await readFile(path.join(shippedDir(), 'llama-addon.node'));
     expect(createHash('sha256').update(bytes).digest('hex')).toBe(record!.sha256);
+    expect(Object.keys(record!.cpuVariants)).toEqual(BUILT_CPU_VARIANTS);
+    for (const [variant, sha256] of Object.entries(record!.cpuVariants)) expect(await sha256File(path.join(shippedDir(), `libggml-cpu-${variant}.so`)), variant).toBe(sha256);
+    // Nothing else ships beside them: a variant no longer built would be dead weight in the package.
+    expect(readdirSync(shippedDir()).sort()).toEqual(['llama-addon.json', 'llama-addon.node', ...BUILT_CPU_VARIANTS.map((v) => `libggml-cpu-${v}.so`)].sort());
   });
 
   it('is what a fresh home runs by default, and it computes what the prebuilt binary computes', async () => {
@@ -160,7 +165,13 @@ describe.runIf(process.platform === 'linux' && process.arch === 'x64')('the thre
       expect(runtimeBuild()).toBe('threadpool');
       const installed = findThreadpoolAddon(home);
       expect(installed).toBe(path.join(addonDir(home, addonKey(addonSources()!)), 'llama-addon.node'));
-      expect(JSON.parse(await readFile(path.join(path.dirname(installed!), 'build.json'), 'utf8'))).toMatchObject({ shipped: true });
+      expect(JSON.parse(await readFile(path.join(path.dirname(installed!), 'build.json'), 'utf8'))).toMatchObject({ shipped: true, cpuVariants: BUILT_CPU_VARIANTS });
+      // lserve's own CPU variants are copied in; node-llama-cpp's libraries, its other variants included, are linked.
+      for (const name of readdirSync(addonSources()!.binsDir).filter((f) => f.endsWith('.so'))) {
+        const file = path.join(path.dirname(installed!), name);
+        if (BUILT_CPU_VARIANTS.some((v) => name === `libggml-cpu-${v}.so`)) expect(lstatSync(file).isFile(), name).toBe(true);
+        else expect(readlinkSync(file), name).toBe(path.join(addonSources()!.binsDir, name));
+      }
       const prebuilt = await loadAddonRuntime(Llama, path.join(addonSources()!.binsDir, 'llama-addon.node'), { logLevel: LlamaLogLevel.error, logger: () => {} });
       try {
         const [ours, theirs] = [await greedyTokens(runtime, 8), await greedyTokens(prebuilt, 8)];
@@ -225,6 +236,14 @@ describe.runIf(process.platform === 'linux' && process.arch === 'x64')('the thre
     await writeFile(file, bytes);
     expect(await threadpoolAddon(path.join(home, 'a'), addonSources(), prebuilds)).toBeUndefined();
     expect(existsSync(path.join(home, 'a'))).toBe(false);
+    bytes[bytes.length - 1] ^= 0xff; // intact again: installed
+    await writeFile(file, bytes);
+    expect(await threadpoolAddon(path.join(home, 'a2'), addonSources(), prebuilds)).toBeDefined();
+    // A damaged CPU variant keeps the whole addon out: it would be loaded in place of node-llama-cpp's.
+    const variant = path.join(shippedDir(prebuilds), `libggml-cpu-${BUILT_CPU_VARIANTS[0]}.so`);
+    await writeFile(variant, (await readFile(variant)).subarray(1));
+    expect(await threadpoolAddon(path.join(home, 'a3'), addonSources(), prebuilds)).toBeUndefined();
+    expect(existsSync(path.join(home, 'a3'))).toBe(false);
     const record = path.join(shippedDir(prebuilds), 'llama-addon.json');
     await writeFile(record, JSON.stringify({ ...JSON.parse(await readFile(record, 'utf8')), key: '0000000000000000' }));
     expect(shippedAddonFor(addonSources()!, prebuilds)).toBeUndefined();

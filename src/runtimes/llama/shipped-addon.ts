@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { addonDir, addonKey, addonSources, findThreadpoolAddon, publishAddonDir, type AddonSources } from './threadpool-addon.js';
@@ -15,6 +15,8 @@ import { addonDir, addonKey, addonSources, findThreadpoolAddon, publishAddonDir,
  * slower prebuilt addon. It applies only while node-llama-cpp's installed
  * binaries are the very ones it was linked against (the same key as a local
  * build); otherwise lserve builds its own or keeps the prebuilt binary.
+ * lserve's own builds of some CPU variants (cpu-variant-build.ts) ship
+ * beside it, and are installed with it in place of node-llama-cpp's.
  */
 
 export const PREBUILDS = fileURLToPath(new URL('../../../prebuilds', import.meta.url));
@@ -25,7 +27,9 @@ export interface ShippedRecord {
   nodeLlamaCpp: string;
   /** sha256 of llama-addon.node: a damaged or swapped file is not loaded. */
   sha256: string;
-  /** The compiler it was built with and the newest glibc symbol version it needs. */
+  /** sha256 of each libggml-cpu-<variant>.so shipped beside it, by variant. */
+  cpuVariants: Record<string, string>;
+  /** The compiler it and the variants were built with, and the newest glibc symbol version they need. */
   compiler: string;
   glibc: string;
   builtAt: string;
@@ -57,21 +61,30 @@ export async function threadpoolAddon(home: string, sources = addonSources(), pr
   if (found) return found;
   const record = shippedAddonFor(sources, prebuilds);
   if (!record) return undefined;
-  const shipped = path.join(shippedDir(prebuilds), 'llama-addon.node');
-  if (createHash('sha256').update(readFileSync(shipped)).digest('hex') !== record.sha256) {
-    console.warn(`llama.cpp: ${shipped} does not match its record (sha256); using the prebuilt binary`);
-    return undefined;
+  // The addon and the CPU variants are installed together or not at all.
+  const files = { 'llama-addon.node': record.sha256, ...Object.fromEntries(Object.entries(record.cpuVariants).map(([variant, sha256]) => [`libggml-cpu-${variant}.so`, sha256])) };
+  for (const [name, sha256] of Object.entries(files)) {
+    const shipped = path.join(shippedDir(prebuilds), name);
+    if (!existsSync(shipped) || (await sha256File(shipped)) !== sha256) {
+      console.warn(`llama.cpp: ${shipped} does not match its record (sha256); using the prebuilt binary`);
+      return undefined;
+    }
   }
   const finalDir = addonDir(home, record.key);
   const work = `${finalDir}.tmp-${process.pid}`;
   try {
     await mkdir(work, { recursive: true });
-    await copyFile(shipped, path.join(work, 'llama-addon.node'));
-    await publishAddonDir(work, finalDir, sources, { key: record.key, nodeLlamaCpp: record.nodeLlamaCpp, builtAt: record.builtAt, shipped: true });
+    for (const name of Object.keys(files)) await copyFile(path.join(shippedDir(prebuilds), name), path.join(work, name));
+    const cpuVariants = Object.keys(record.cpuVariants);
+    await publishAddonDir(work, finalDir, sources, { key: record.key, nodeLlamaCpp: record.nodeLlamaCpp, builtAt: record.builtAt, shipped: true, ...(cpuVariants.length > 0 && { cpuVariants }) });
   } catch (error) {
     await rm(work, { recursive: true, force: true });
     // Another lserve process may have put the same addon in place first.
     if (!findThreadpoolAddon(home, sources)) console.warn(`llama.cpp: could not install the shipped threadpool addon into ${finalDir} (${(error as Error).message}); using the prebuilt binary`);
   }
   return findThreadpoolAddon(home, sources);
+}
+
+export async function sha256File(file: string): Promise<string> {
+  return createHash('sha256').update(await readFile(file)).digest('hex');
 }

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { cp, mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
@@ -6,6 +5,8 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { run, succeeds } from './build-process.js';
+import { buildCpuVariants, CPU_VARIANT_RECIPE } from './cpu-variant-build.js';
 
 /**
  * The threadpool addon: node-llama-cpp's own N-API addon, recompiled with
@@ -20,9 +21,11 @@ import { fileURLToPath } from 'node:url';
  * that library's own sources (tools/mtmd, vendor/hash) compiled in.
  *
  * Only the addon's ≈ 20 C++ files and libmtmd's ≈ 55 are compiled — about
- * two minutes on 2 cores, never llama.cpp itself — from the sources
+ * two minutes on 2 cores, never the rest of llama.cpp — from the sources
  * node-llama-cpp ships (its addon folder, and its bundled llama.cpp git
- * bundle). It needs a C++ compiler, git and Node's headers. The result lives under the lserve home,
+ * bundle). It needs a C++ compiler, git and Node's headers. Some of
+ * llama.cpp's CPU variants may be built with it, with cmake
+ * (cpu-variant-build.ts): the shipped addon's are. The result lives under the lserve home,
  * keyed by everything it was built from, so an upgrade of node-llama-cpp
  * builds afresh. Where lserve ships the addon for the platform
  * (shipped-addon.ts), the shipped file is put in the same place instead and
@@ -65,7 +68,8 @@ const keys = new Map<string, string>();
 
 /**
  * A hash of what the addon is built from: node-llama-cpp's version, its
- * prebuilt addon and the patch. Computed once per process (every GGUF load
+ * prebuilt addon, the patch, lserve's libmtmd binding and the recipe of its
+ * own CPU variants (cpu-variant-build.ts). Computed once per process (every GGUF load
  * asks): an installed package does not change under a running process.
  */
 export function addonKey(sources: AddonSources): string {
@@ -82,6 +86,7 @@ function hashSources(sources: AddonSources): string {
   hash.update(readFileSync(path.join(sources.binsDir, 'llama-addon.node')));
   hash.update(readFileSync(PATCH));
   hash.update(readFileSync(MTMD_BINDING));
+  hash.update(CPU_VARIANT_RECIPE);
   return hash.digest('hex').slice(0, 16);
 }
 
@@ -97,6 +102,8 @@ export interface BuildRecord {
   seconds?: number;
   /** Copied from the addon shipped with lserve (shipped-addon.ts), not compiled here. */
   shipped?: true;
+  /** The CPU variants lserve built (here, or for the shipped addon) in place of node-llama-cpp's; absent: all prebuilt. */
+  cpuVariants?: string[];
 }
 
 /**
@@ -134,8 +141,10 @@ export type BuildProgress = (message: string) => void;
  * Builds the addon into the lserve home and returns its path. Runs the
  * compiler in child processes at low priority (the event loop stays free and
  * a server keeps serving); the folder appears whole or not at all.
+ * `cpuVariants`: the CPU variants to build from llama.cpp's source too
+ * (cpu-variant-build.ts; needs cmake) in place of node-llama-cpp's.
  */
-export async function buildThreadpoolAddon(home: string, progress: BuildProgress = () => {}, sources = addonSources()): Promise<string> {
+export async function buildThreadpoolAddon(home: string, progress: BuildProgress = () => {}, sources = addonSources(), cpuVariants: readonly string[] = []): Promise<string> {
   if (!sources) throw new Error("node-llama-cpp's prebuilt binaries for this platform are not installed");
   const missing = await missingBuildTools();
   if (missing.length > 0) throw new Error(`cannot build: missing ${missing.join(', ')}`);
@@ -178,10 +187,17 @@ export async function buildThreadpoolAddon(home: string, progress: BuildProgress
     // Linked as the prebuilt addon is: its libraries found beside it ($ORIGIN), the system's C++ runtime
     // (which those libraries load anyway), no symbols — small enough to ship (shipped-addon.ts).
     await run(compiler(), ['-shared', '-s', '-o', path.join(work, 'llama-addon.node'), ...objects, `-L${sources.binsDir}`, ...libraries.map((l) => `-l:${l}`), '-Wl,-rpath,$ORIGIN', '-pthread']);
+    if (cpuVariants.length > 0) {
+      progress(`building the CPU variants ${cpuVariants.join(', ')} with cmake`);
+      await run('git', ['-C', source, 'checkout', '--quiet', 'HEAD', '--', '.']); // CMake configures the whole tree
+      await buildCpuVariants(source, path.join(work, 'cpu-build'), work, cpuVariants, progress);
+      await rm(path.join(work, 'cpu-build'), { recursive: true, force: true });
+    }
     await rm(source, { recursive: true, force: true });
     await rm(addon, { recursive: true, force: true });
     for (const object of objects) await rm(object, { force: true });
-    await publishAddonDir(work, finalDir, sources, { key, nodeLlamaCpp: sources.nodeLlamaCppVersion, builtAt: new Date().toISOString(), seconds: Math.round((Date.now() - started) / 1000) });
+    const record: BuildRecord = { key, nodeLlamaCpp: sources.nodeLlamaCppVersion, builtAt: new Date().toISOString(), seconds: Math.round((Date.now() - started) / 1000) };
+    await publishAddonDir(work, finalDir, sources, cpuVariants.length > 0 ? { ...record, cpuVariants: [...cpuVariants] } : record);
     return path.join(finalDir, 'llama-addon.node');
   } catch (error) {
     await rm(work, { recursive: true, force: true });
@@ -190,12 +206,13 @@ export async function buildThreadpoolAddon(home: string, progress: BuildProgress
 }
 
 /**
- * Completes a folder holding llama-addon.node — the prebuilt libraries linked
- * in beside it (ggml loads the CPU variants from the addon's folder), their
- * build description, the record — and moves it into place whole.
+ * Completes a folder holding llama-addon.node, and lserve's own CPU variants
+ * if any — the prebuilt libraries linked in beside it but for those (ggml
+ * loads the CPU variants from the addon's folder), their build description,
+ * the record — and moves it into place whole.
  */
 export async function publishAddonDir(work: string, finalDir: string, sources: AddonSources, record: BuildRecord): Promise<void> {
-  for (const name of readdirSync(sources.binsDir).filter((f) => f.endsWith('.so'))) await symlink(path.join(sources.binsDir, name), path.join(work, name));
+  for (const name of readdirSync(sources.binsDir).filter((f) => f.endsWith('.so') && !existsSync(path.join(work, f)))) await symlink(path.join(sources.binsDir, name), path.join(work, name));
   await cp(path.join(sources.binsDir, '_nlcBuildMetadata.json'), path.join(work, '_nlcBuildMetadata.json'));
   await writeFile(path.join(work, 'build.json'), `${JSON.stringify(record, null, 2)}\n`);
   await rm(finalDir, { recursive: true, force: true });
@@ -254,30 +271,4 @@ async function inParallel<T>(items: readonly T[], jobs: number, work: (item: T) 
   await Promise.all(Array.from({ length: Math.max(1, Math.min(jobs, queue.length)) }, async () => {
     for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
   }));
-}
-
-function succeeds(command: string, args: string[]): Promise<boolean> {
-  return run(command, args).then(() => true, () => false);
-}
-
-/** Runs a command; rejects with the tail of its output. `lowPriority`: niced, so a serving process keeps the CPU first. */
-function run(command: string, args: string[], cwd?: string, lowPriority = false): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    if (lowPriority && child.pid !== undefined) {
-      try {
-        os.setPriority(child.pid, 10);
-      } catch {
-        // not permitted: run at normal priority
-      }
-    }
-    let output = '';
-    const keep = (chunk: Buffer) => {
-      output = (output + chunk.toString()).slice(-4000);
-    };
-    child.stdout.on('data', keep);
-    child.stderr.on('data', keep);
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(command)} ${args[0] ?? ''} failed (exit ${code}): ${output.trim().split('\n').slice(-8).join('\n')}`))));
-  });
 }

@@ -111,6 +111,13 @@ export type ChatDelta =
 /** What a chat backend's loaded model offers the task. */
 export interface ChatModel extends LoadedModel {
   generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta>;
+  /**
+   * Evaluates the prompt of `request` ahead of time into the sequence a
+   * request continuing its conversation will be given, so that one only
+   * evaluates what it adds (a voice session's next turn, while the user is
+   * still speaking). Best effort: nothing happens when no sequence is free.
+   */
+  prefill?(request: ChatRequest, signal: AbortSignal): Promise<void>;
 }
 
 /** The kinds of media a model takes besides text (its catalog entry's `input`, read from its projector at pull). */
@@ -163,6 +170,26 @@ export async function* chat(engine: Engine, request: ChatRequest, signal: AbortS
     throw error;
   } finally {
     lease.release();
+  }
+}
+
+/**
+ * Warms the chat model for a request still to come (ChatModel.prefill):
+ * loads it if need be and evaluates `request`'s prompt, which the coming
+ * request extends. Never fails: a warm-up that cannot happen changes nothing
+ * but the coming request's speed.
+ */
+export async function prefillChat(engine: Engine, request: ChatRequest, signal: AbortSignal): Promise<void> {
+  try {
+    if (request.messages.some((m) => m.media?.length)) return;
+    const lease = await engine.acquire<ChatModel>(request.model, ['chat'], { keepAliveMs: request.keepAliveMs });
+    try {
+      await lease.model.prefill?.(request, signal);
+    } finally {
+      lease.release();
+    }
+  } catch {
+    // The request itself reports what is wrong (an unknown model, a prompt too long).
   }
 }
 

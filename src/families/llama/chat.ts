@@ -54,6 +54,8 @@ interface Slot {
 export class LlamaChatModel implements ChatModel {
   private readonly wrappers: ChatWrappers;
   private jsonGrammar: Promise<LlamaGrammar> | undefined;
+  /** Warm-ups under way (prefill). */
+  private readonly prefilling = new Set<Promise<void>>();
 
   constructor(
     readonly model: LlamaModel,
@@ -109,13 +111,35 @@ export class LlamaChatModel implements ChatModel {
     return this.projector.prepare(request.messages, MEDIA_MARKER);
   }
 
-  private async *generateWith(request: ChatRequest, media: RequestMedia | undefined, signal: AbortSignal): AsyncIterable<ChatDelta> {
-    // Everything that can reject the request happens before it takes a sequence.
-    const messages = media ? request.messages.map((m, i) => ({ ...m, content: media.contents[i]! })) : request.messages;
+  async prefill(request: ChatRequest, signal: AbortSignal): Promise<void> {
+    // Never queued: a warm-up that would wait for a sequence is late, and would keep one from a real request.
+    if (request.messages.some((m) => m.media?.length) || this.pool.available === 0 || this.pool.waiting > 0) return;
+    const { prompt } = this.promptOf(request, request.messages);
+    if (prompt.length >= this.context.contextSize) return;
+    const fingerprints = request.messages.map((m) => fingerprint(m));
+    const slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));
+    const done = (async () => {
+      try {
+        // What the sequence holds beyond the common prefix goes; the rest of the prompt is evaluated.
+        await slot.sequence.adaptStateToTokens(prompt, false);
+        slot.held = [];
+        const from = slot.sequence.nextTokenIndex;
+        if (from < prompt.length && !signal.aborted) await slot.sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(from));
+        slot.held = fingerprints;
+      } finally {
+        this.gate.leave(slot.sequence);
+        this.pool.release(slot);
+      }
+    })();
+    this.prefilling.add(done);
+    await done.finally(() => this.prefilling.delete(done));
+  }
+
+  /** The tokenized prompt of `request` with these messages, and how it was made. */
+  private promptOf(request: ChatRequest, messages: ChatRequest['messages']) {
     const history = toChatHistory(messages);
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== 'none';
     const functions = useTools ? this.functionsFor(request) : undefined;
-    const grammar = await this.grammarFor(request, functions !== undefined);
     const wrapper = this.wrappers.get({
       thinking: request.thinking,
       effort: request.reasoningEffort,
@@ -124,6 +148,14 @@ export class LlamaChatModel implements ChatModel {
     const prompt = wrapper
       .generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true })
       .contextText.tokenize(this.model.tokenizer);
+    return { history, functions, wrapper, prompt };
+  }
+
+  private async *generateWith(request: ChatRequest, media: RequestMedia | undefined, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    // Everything that can reject the request happens before it takes a sequence.
+    const messages = media ? request.messages.map((m, i) => ({ ...m, content: media.contents[i]! })) : request.messages;
+    const { history, functions, wrapper, prompt } = this.promptOf(request, messages);
+    const grammar = await this.grammarFor(request, functions !== undefined);
     // KV cells, which is what the context holds and what llama.cpp's server counts: a media item's embeddings, not its positions.
     const promptTokens = prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
     const room = this.context.contextSize - promptTokens;
@@ -136,6 +168,8 @@ export class LlamaChatModel implements ChatModel {
     const tokenBias = this.tokenBiasFor(request);
     const fingerprints = request.messages.map((m, i) => fingerprint(m, media?.hashes[i]));
 
+    // A warm-up under way may be evaluating this very conversation: the sequence it fills is the one to take.
+    if (this.prefilling.size > 0) await Promise.allSettled(this.prefilling);
     let slot: Slot;
     try {
       slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));

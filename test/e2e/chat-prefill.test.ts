@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chat, collectChat, prefillChat, type ChatMessage, type ChatRequest } from '../../src/core/tasks/chat.js';
+import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * Warming the chat model for a request still to come (ChatModel.prefill, as
+ * a voice session does while the user speaks): the conversation so far is
+ * evaluated ahead, so the request that continues it evaluates only its new
+ * turn. Qwen3's template drops the empty thought of earlier answers, so
+ * without a warm-up the next turn evaluates the last answer again.
+ */
+
+let server: TestServer;
+const signal = new AbortController().signal;
+
+beforeAll(async () => {
+  server = await startTestServer({ engine: { threads: 1, parallel: 2 } });
+  await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+}, 120_000);
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+const request = (messages: ChatMessage[], maxTokens = 24): ChatRequest => ({
+  model: CHAT_MODEL_ID,
+  messages,
+  maxTokens,
+  temperature: 0,
+  thinking: false,
+  logitBias: NEVER_END,
+});
+
+/**
+ * A conversation of its own (no other test's tokens cached for it): its
+ * first turn answered, then the answer as the client keeps it, a text of 40
+ * tokens or more that the sequence does not hold as written (as a voice
+ * session's answer cut at what the user heard).
+ */
+async function conversation(topic: string): Promise<ChatMessage[]> {
+  const messages: ChatMessage[] = [
+    { role: 'system', content: `You talk about ${topic}.` },
+    { role: 'user', content: `Tell me about ${topic}.` },
+  ];
+  await collectChat(chat(server.engine, request(messages), signal));
+  const answer = `Here is what I know about ${topic}: they are found all over the world, they change with the seasons, and people have told stories about them for as long as there have been people.`;
+  return [...messages, { role: 'assistant', content: answer }];
+}
+
+const nextTurn = { role: 'user', content: 'And then?' } as const;
+
+/** The prompt tokens the next turn evaluated (not found in the cache). */
+async function evaluated(messages: ChatMessage[]): Promise<number> {
+  const { usage } = await collectChat(chat(server.engine, request([...messages, nextTurn], 1), signal));
+  return usage.promptTokens - usage.cachedPromptTokens;
+}
+
+describe('chat prefill', () => {
+  it('leaves the next turn only its own tokens to evaluate; without it the last answer is evaluated again', async () => {
+    const cold = await evaluated(await conversation('rivers'));
+    const warmed = await conversation('mountains');
+    await prefillChat(server.engine, request([...warmed, { role: 'user', content: '' }]), signal);
+    const warm = await evaluated(warmed);
+    // The turn's text and the template around it: "<|im_end|>\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n".
+    expect(warm).toBeGreaterThan(0);
+    expect(warm).toBeLessThanOrEqual(20);
+    // Without it: also the 40 tokens or more of the last answer.
+    expect(cold).toBeGreaterThanOrEqual(warm + 40);
+  });
+
+  it('a request that comes while the prefill is still evaluating waits for it and takes its sequence', async () => {
+    const messages = await conversation('lakes');
+    const warming = prefillChat(server.engine, request([...messages, { role: 'user', content: '' }]), signal);
+    const warm = await evaluated(messages);
+    await warming;
+    expect(warm).toBeLessThanOrEqual(20);
+  });
+
+  it('does nothing, at once, when no sequence is free (it never queues before real requests)', async () => {
+    const busy = [0, 1].map(() => collectChat(chat(server.engine, request([{ role: 'user', content: 'go on' }], 400), signal)));
+    // Both sequences taken: the requests have started generating.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    let ended = false;
+    void Promise.all(busy).then(() => (ended = true));
+    await prefillChat(server.engine, request([{ role: 'system', content: 'anything' }, { role: 'user', content: '' }]), signal);
+    expect(ended).toBe(false);
+    await Promise.all(busy);
+  });
+
+  it('never fails: an unknown model is the coming request\'s to report', async () => {
+    await expect(prefillChat(server.engine, { ...request([{ role: 'user', content: '' }]), model: 'no-such-model' }, signal)).resolves.toBeUndefined();
+  });
+});

@@ -1,5 +1,7 @@
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_INSTRUCTIONS } from '../../src/api/realtime/session-config.js';
+import { chat, collectChat } from '../../src/core/tasks/chat.js';
 import { CHAT_MODEL_ID } from '../helpers/chat-model.js';
 import { connectSdk, startVoiceServer, pcm24k, silence, SPEECH_WAV, streamAudio, type EventOf, type ServerEvent } from '../helpers/realtime.js';
 import type { TestServer } from '../helpers/server.js';
@@ -73,6 +75,26 @@ describe('Realtime API through the openai SDK', () => {
     // The second answer came after the second turn, and reads it.
     expect(events.indexOf(second)).toBeGreaterThan(events.indexOf(stopped[1]!));
     expect(events.filter((e) => e.type === 'error')).toEqual([]);
+    rt.close();
+  }, 120_000);
+
+  it('evaluates the conversation while the user speaks: the answer evaluates only the turn', async () => {
+    const { rt, events, next } = await connect();
+    rt.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], max_output_tokens: 1 } });
+    await next('session.updated');
+    // An answer the model never generated (as one cut at what the user heard): without a warm-up the turn evaluates it.
+    const said = 'Rivers run to the sea, and the sea is never full; they rise with the rain in spring and fall in the summer heat, and people have told stories about them for as long as there have been people.';
+    const text = (role: 'user' | 'assistant', value: string) => ({ type: 'message', role, content: [{ type: role === 'user' ? 'input_text' : 'output_text', text: value }] }) as never;
+    rt.send({ type: 'conversation.item.create', item: text('user', 'Tell me about rivers.') });
+    rt.send({ type: 'conversation.item.create', item: text('assistant', said) });
+    await next('conversation.item.done', events.findIndex((e) => e.type === 'conversation.item.added' && (e as { item: { role?: string } }).item.role === 'assistant'));
+    streamAudio(rt, Buffer.concat([silence(0.5), speech.subarray(0, 1.4 * 24_000 * 2), silence(1)]));
+    const done = (await next('response.done')) as EventOf<'response.done'>;
+    const usage = done.response.usage!;
+    // What comes before the turn's text, as the session renders it: the request with the turn empty, through the same template.
+    const before = (await collectChat(chat(server.engine, { model: CHAT_MODEL_ID, messages: [{ role: 'system', content: DEFAULT_INSTRUCTIONS }, { role: 'user', content: 'Tell me about rivers.' }, { role: 'assistant', content: said }, { role: 'user', content: '' }], maxTokens: 1, thinking: false }, new AbortController().signal))).usage.promptTokens;
+    // All of it cached but the template after the turn's (empty) text: "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n".
+    expect(usage.input_token_details?.cached_tokens).toBeGreaterThanOrEqual(before - 12);
     rt.close();
   }, 120_000);
 

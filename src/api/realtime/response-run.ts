@@ -1,7 +1,7 @@
 import type { Engine } from '../../core/engine.js';
 import { asLserveError, type LserveError } from '../../core/errors.js';
 import { heardText, runReply, type SpokenSentence } from '../../core/realtime/reply.js';
-import type { ChatToolCall } from '../../core/tasks/chat.js';
+import type { ChatRequest, ChatToolCall } from '../../core/tasks/chat.js';
 import { base64Chunks, OutputAudioEncoder } from './audio-format.js';
 import type { ResponseParams } from './client-events.js';
 import { chatMessages, type Conversation, type Item } from './conversation.js';
@@ -32,6 +32,21 @@ export interface ResponseHost {
   firstAudio(): void;
   /** Tells the client (an `error` event) why the response failed. */
   failed(error: LserveError): void;
+}
+
+/** The chat request a response makes: the session's settings, with the response's own in their place. */
+export function replyRequest(config: SessionConfig, params: ResponseParams, conversation: Conversation): ChatRequest {
+  const maxTokens = params.maxOutputTokens ?? config.maxOutputTokens;
+  return {
+    model: config.model,
+    messages: chatMessages(params.instructions ?? config.instructions, conversation.context(params.input)),
+    maxTokens: maxTokens === 'inf' ? undefined : maxTokens,
+    temperature: params.temperature ?? config.temperature,
+    tools: params.tools ?? config.tools,
+    toolChoice: params.toolChoice ?? config.toolChoice,
+    // A spoken answer cannot wait for a long thought.
+    thinking: false,
+  };
 }
 
 export class ResponseRun {
@@ -114,16 +129,7 @@ export class ResponseRun {
     let outcome: ResponseOutcome = { status: 'completed' };
     let usage: ResponseState['usage'];
     try {
-      const request = {
-        model: config.model,
-        messages: chatMessages(params.instructions ?? config.instructions, conversation.context(params.input)),
-        maxTokens: maxTokens === 'inf' ? undefined : maxTokens,
-        temperature: params.temperature ?? config.temperature,
-        tools: params.tools ?? config.tools,
-        toolChoice: params.toolChoice ?? config.toolChoice,
-        // A spoken answer cannot wait for a long thought.
-        thinking: false,
-      };
+      const request = replyRequest(config, params, conversation);
       const speech = withAudio ? { model: config.output.speechModel, voice: params.voice ?? config.output.voice, speed: config.output.speed } : undefined;
       const result = await runReply(
         host.engine,

@@ -9,7 +9,8 @@ import { newEventId, newId } from './ids.js';
 import { InputAudio } from './input-audio.js';
 import type { UserMessageItem } from './items.js';
 import { TurnTranscriber } from './turn-transcription.js';
-import { ResponseRun, truncateHeard } from './response-run.js';
+import { prefillChat } from '../../core/tasks/chat.js';
+import { replyRequest, ResponseRun, truncateHeard } from './response-run.js';
 import { SpeculativeTurn } from './speculative-turn.js';
 import { errorEvent, itemObject, serverEventName } from './server-events.js';
 import { mergeSessionPatch, sessionObject } from './session-config.js';
@@ -88,6 +89,8 @@ export class RealtimeSession {
   private speculation: SpeculativeTurn | undefined;
   /** Discarded speculative turns whose work is still stopping. */
   private stopping: Promise<void> = Promise.resolve();
+  /** The chat model's warm-up for the turn being spoken (prefillAnswer). */
+  private prefilled: Promise<void> = Promise.resolve();
   /** A committed turn waits for the response in progress to end. */
   private unanswered = false;
   /** performance.now() when the user's last turn ended, until its answer's first audio. */
@@ -138,7 +141,7 @@ export class RealtimeSession {
   async settled(): Promise<void> {
     await this.queue;
     await this.turns;
-    await Promise.all([this.response?.done, this.stopping, ...[...this.outOfBand].map((r) => r.done)]);
+    await Promise.all([this.response?.done, this.stopping, this.prefilled, ...[...this.outOfBand].map((r) => r.done)]);
   }
 
   private enqueue(work: () => Promise<void> | void, eventId?: string): void {
@@ -272,6 +275,24 @@ export class RealtimeSession {
     else this.transcriber.drop();
     // Barge-in: the user speaks over the answer.
     if (this.response && this.config.input.turnDetection?.interruptResponse) this.response.cancel('turn_detected');
+    else if (this.config.type === 'realtime' && this.config.input.turnDetection?.createResponse && this.config.input.transcription && this.idle()) this.prefillAnswer();
+  }
+
+  /**
+   * While the user speaks a turn that will be answered, the chat model
+   * evaluates the conversation so far (and the start of a user message), so
+   * that the answer, once the turn is transcribed, evaluates only the
+   * transcript: the first token comes that much sooner. It matters most
+   * after an answer: templates such as Qwen3's render an earlier answer
+   * unlike the tokens that generated it (its empty thought dropped), and an
+   * answer cut at what the user heard differs from what was generated, so
+   * the answer before the turn is evaluated again either way. (Without a
+   * transcription model the turn reaches the model empty: nothing to warm.)
+   */
+  private prefillAnswer(): void {
+    const request = replyRequest(this.config, { conversation: 'auto' }, this.conversation);
+    request.messages.push({ role: 'user', content: '' });
+    this.prefilled = prefillChat(this.host.engine, request, this.closed.signal);
   }
 
   private speechStopped(endMs: number, clip: Float32Array): void {

@@ -131,4 +131,13 @@ describe('SentenceStream (text arriving in pieces)', () => {
     expect(words.startsWith(first)).toBe(true);
     expect(words[first.length]).toBe(' ');
   });
+
+  it('keeps the first piece short when the text opens with nothing to say (a run of spaces)', () => {
+    const stream = new SentenceStream({ firstMinChars: 10, firstMaxChars: 30 });
+    expect(stream.push(' '.repeat(40))).toEqual([]);
+    const words = Array.from({ length: 20 }, (_, i) => `word${i}`).join(' ');
+    const first = stream.push(words)[0]!;
+    expect(first.length).toBeLessThanOrEqual(30);
+    expect(words.startsWith(first)).toBe(true);
+  });
 });

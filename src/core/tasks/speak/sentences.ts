@@ -149,7 +149,8 @@ export class SentenceStream {
       if (end === undefined) break;
       const piece = this.pending.slice(0, end).trim();
       this.pending = this.pending.slice(end);
-      if (piece) pieces.push(...cut(piece, this.options.maxChars ?? 300));
+      if (!piece) continue;
+      pieces.push(...cut(piece, this.options.maxChars ?? 300));
       this.first = false;
     }
     return pieces;

@@ -4,7 +4,7 @@
  * spoken answer, split by stage, as a user experiences it. An lserve server
  * runs in this process (models in runner processes, as `lserve serve` runs
  * them) with a Qwen3-0.6B-sized chat model, a whisper-base-sized Whisper
- * whose decoding ends at once (bench/realtime/whisper.ts) and one voice (the
+ * whose decoding says "Hello world." (bench/realtime/whisper.ts) and one voice (the
  * synthetic Piper voice, then Qwen3-TTS-0.6B-sized: a server of its own
  * each, as the session speaks with the server's only voice); the
  * client runs in a process of its own (bench/realtime/client.ts) and streams

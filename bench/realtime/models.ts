@@ -5,13 +5,13 @@ import { MANIFEST, type Manifest } from '../../src/core/store.js';
 import { syntheticPiperVoice } from '../../test/fixtures/onnx/piper.js';
 import { benchChatModel } from '../text/models.js';
 import { pulledGraphs, writeBenchModel } from '../tts/model.js';
-import { benchWhisperEndsAtOnce } from './whisper.js';
+import { benchWhisperSaysHelloWorld } from './whisper.js';
 
 /**
  * The realtime benchmark's models, registered into a fresh home as `lserve
  * pull <path> --kind` registers them: the Qwen3-0.6B-sized chat model
- * (bench/text/models.ts), a whisper-base-sized one whose decoding ends at
- * once (./whisper.ts) and one voice: the synthetic
+ * (bench/text/models.ts), a whisper-base-sized one that always says "Hello
+ * world." (./whisper.ts) and one voice: the synthetic
  * Piper voice (test/fixtures/onnx/piper.ts: sherpa-onnx's real front end
  * and process, a tone generator for a network) or Qwen3-TTS-12Hz-0.6B-sized
  * with 4-bit weights (bench/tts/model.ts), with the prepared graphs `lserve
@@ -27,7 +27,7 @@ export type VoiceName = (typeof VOICES)[number];
 
 export async function registerModels(engine: Engine, voice: VoiceName): Promise<void> {
   await engine.store.registerLocal(benchChatModel(), { kind: 'chat', id: CHAT });
-  await engine.store.registerDirectory(await benchWhisperEndsAtOnce(), { kind: 'asr', id: WHISPER });
+  await engine.store.registerDirectory(await benchWhisperSaysHelloWorld(), { kind: 'asr', id: WHISPER });
   if (voice === 'piper') {
     await engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: VOICE });
     return;

@@ -226,6 +226,42 @@ describe('applySessionUpdate', () => {
   });
 });
 
+describe("lserve's own voice fields (a designed or cloned voice)", () => {
+  const reference = Uint8Array.of(1, 2, 3);
+
+  it('reads them in both dialects, the reference audio as given to the session to read', () => {
+    const ga = parseClientEvent(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { output: { voice_description: 'A calm, low voice.', ref_audio: 'UklGRg==', ref_text: 'Hello.' } } } }), 'ga');
+    const beta = parseClientEvent(JSON.stringify({ type: 'session.update', session: { voice_description: 'A calm, low voice.', ref_audio: 'UklGRg==', ref_text: 'Hello.' } }), 'beta');
+    for (const event of [ga, beta]) {
+      if (event.type !== 'session.update') throw new Error(event.type);
+      expect(event.session).toMatchObject({ voiceDescription: 'A calm, low voice.', refAudio: 'UklGRg==', refText: 'Hello.' });
+      expect(mergeSessionPatch(base(), event.session, reference).output).toMatchObject({ voiceDescription: 'A calm, low voice.', refAudio: reference, refText: 'Hello.' });
+    }
+  });
+
+  it('keeps them when an update leaves them out, and null clears them', () => {
+    const set = mergeSessionPatch(base(), { voiceDescription: 'Bright.', refAudio: 'x', refText: 'Hi.' }, reference);
+    expect(mergeSessionPatch(set, { speed: 1.2 }).output).toMatchObject({ voiceDescription: 'Bright.', refAudio: reference, refText: 'Hi.' });
+    const cleared = mergeSessionPatch(set, { voiceDescription: null, refAudio: null, refText: null }).output;
+    expect(cleared).not.toHaveProperty('voiceDescription', expect.anything());
+    expect(cleared.refAudio).toBeUndefined();
+    expect(cleared.refText).toBeUndefined();
+  });
+
+  it('echoes the description and the reference text, never the reference audio', () => {
+    const config = mergeSessionPatch(base(), { voiceDescription: 'Bright.', refAudio: 'x', refText: 'Hi.' }, reference);
+    const ga = sessionObject(config, 'sess_1', 'ga') as { audio: { output: Record<string, unknown> } };
+    expect(ga.audio.output).toMatchObject({ voice_description: 'Bright.', ref_text: 'Hi.' });
+    expect(ga.audio.output).not.toHaveProperty('ref_audio');
+    expect(sessionObject(config, 'sess_1', 'beta')).toMatchObject({ voice_description: 'Bright.', ref_text: 'Hi.' });
+  });
+
+  it('refuses an empty reference and a description that is not text, naming the field', () => {
+    expect(refusal(() => applySessionUpdate(base(), { type: 'realtime', audio: { output: { ref_audio: '' } } }, 'ga')).param).toBe('session.audio.output.ref_audio');
+    expect(refusal(() => applySessionUpdate(base(), { voice_description: 5 }, 'beta')).param).toBe('session.voice_description');
+  });
+});
+
 describe('sessionObject', () => {
   const config: SessionConfig = {
     ...base(),

@@ -19,6 +19,13 @@ import type { Dialect, SessionConfig } from './types.js';
  * done events, the message marked incomplete.
  */
 
+/**
+ * The seed of every sentence a session speaks: a model that samples its
+ * voice (a described one above all) then speaks each sentence, and each
+ * session, with the same voice.
+ */
+const VOICE_SEED = 0;
+
 /** Bytes of audio per response.output_audio.delta: 200 ms of 24 kHz PCM16. */
 const AUDIO_DELTA_BYTES = 9600;
 
@@ -130,7 +137,10 @@ export class ResponseRun {
     let usage: ResponseState['usage'];
     try {
       const request = replyRequest(config, params, conversation);
-      const speech = withAudio ? { model: config.output.speechModel, voice: params.voice ?? config.output.voice, speed: config.output.speed } : undefined;
+      const { output } = config;
+      const speech = withAudio
+        ? { model: output.speechModel, voice: params.voice ?? output.voice, speed: output.speed, voiceDescription: output.voiceDescription, refAudio: output.refAudio, refText: output.refText, seed: VOICE_SEED }
+        : undefined;
       const result = await runReply(
         host.engine,
         request,

@@ -55,7 +55,9 @@ export function defaultSessionConfig(model: string, type: SessionConfig['type'] 
  * session (a new model, a voice after audio was spoken) is the session's to
  * decide: this only merges.
  */
-export function mergeSessionPatch(current: SessionConfig, patch: SessionPatch): SessionConfig {
+export function mergeSessionPatch(current: SessionConfig, patch: SessionPatch, refAudio?: Uint8Array): SessionConfig {
+  // null clears an lserve voice field; the reference's audio comes read (`refAudio`), its text as sent.
+  const own = <T>(value: T | null | undefined, was: T | undefined) => (value === undefined ? was : (value ?? undefined));
   return {
     ...current,
     type: patch.type ?? current.type,
@@ -72,6 +74,9 @@ export function mergeSessionPatch(current: SessionConfig, patch: SessionPatch): 
       format: patch.outputFormat ?? current.output.format,
       voice: patch.voice ?? current.output.voice,
       speechModel: patch.speechModel ?? current.output.speechModel,
+      voiceDescription: own(patch.voiceDescription, current.output.voiceDescription),
+      refAudio: own(patch.refAudio === undefined ? undefined : patch.refAudio === null ? null : refAudio, current.output.refAudio),
+      refText: own(patch.refText, current.output.refText),
       speed: patch.speed ?? current.output.speed,
     },
     tools: patch.tools ?? current.tools,

@@ -104,6 +104,7 @@ export function sessionObject(config: SessionConfig, id: string, dialect: Dialec
       instructions: config.instructions,
       ...(output.voice !== undefined ? { voice: output.voice } : {}),
       ...(output.speechModel !== undefined ? { speech_model: output.speechModel } : {}),
+      ...ownVoice(output),
       output_audio_format: betaFormat(output.format),
       tools: config.tools.map(toolObject),
       tool_choice: toolChoiceObject(config.toolChoice),
@@ -124,7 +125,13 @@ export function sessionObject(config: SessionConfig, id: string, dialect: Dialec
     output_modalities: config.outputModalities,
     audio: {
       input: audioInput,
-      output: { format: output.format, ...(output.voice !== undefined ? { voice: output.voice } : {}), ...(output.speechModel !== undefined ? { model: output.speechModel } : {}), speed: output.speed },
+      output: {
+        format: output.format,
+        ...(output.voice !== undefined ? { voice: output.voice } : {}),
+        ...(output.speechModel !== undefined ? { model: output.speechModel } : {}),
+        ...ownVoice(output),
+        speed: output.speed,
+      },
     },
     tools: config.tools.map(toolObject),
     tool_choice: toolChoiceObject(config.toolChoice),
@@ -158,4 +165,12 @@ function toolObject(tool: ChatTool): WireTool {
 
 function toolChoiceObject(choice: ChatToolChoice): WireToolChoice {
   return typeof choice === 'string' ? choice : { type: 'function', name: choice.name };
+}
+
+/** lserve's own voice fields as set; the reference audio is not sent back (it may be megabytes). */
+function ownVoice(output: SessionConfig['output']): Record<string, unknown> {
+  return {
+    ...(output.voiceDescription !== undefined ? { voice_description: output.voiceDescription } : {}),
+    ...(output.refText !== undefined ? { ref_text: output.refText } : {}),
+  };
 }

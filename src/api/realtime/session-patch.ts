@@ -42,6 +42,10 @@ export interface SessionPatch {
   voice?: string;
   /** lserve's own field (GA `audio.output.model`, beta `speech_model`): which installed speech model speaks. */
   speechModel?: string;
+  /** lserve's own fields, as /v1/audio/speech names them: a designed voice, a cloned one (the reference as sent); null clears. */
+  voiceDescription?: string | null;
+  refAudio?: string | null;
+  refText?: string | null;
   speed?: number;
   tools?: ChatTool[];
   toolChoice?: ChatToolChoice;
@@ -75,6 +79,13 @@ const gaInput = {
   noise_reduction: noiseReduction.optional(),
 };
 
+/** lserve's own voice fields (the speech API's): a voice-design model's description, a voice-clone model's reference and its transcript. */
+const ownVoice = {
+  voice_description: text.nullable().optional(),
+  ref_audio: z.string().min(1).nullable().optional(),
+  ref_text: text.nullable().optional(),
+};
+
 const gaRealtime = z.strictObject({
   type: z.literal('realtime').optional(),
   model: name.optional(),
@@ -83,7 +94,7 @@ const gaRealtime = z.strictObject({
   audio: z
     .strictObject({
       input: z.strictObject(gaInput).optional(),
-      output: z.strictObject({ format: gaAudioFormat.optional(), voice: voice.optional(), model: name.optional(), speed: speed.optional() }).optional(),
+      output: z.strictObject({ format: gaAudioFormat.optional(), voice: voice.optional(), model: name.optional(), speed: speed.optional(), ...ownVoice }).optional(),
     })
     .optional(),
   tools: tools.optional(),
@@ -119,6 +130,7 @@ const betaRealtime = z.strictObject({
   instructions: text.optional(),
   voice: voice.optional(),
   speech_model: name.optional(),
+  ...ownVoice,
   output_audio_format: betaAudioFormat.optional(),
   tools: tools.optional(),
   tool_choice: toolChoice.optional(),
@@ -155,6 +167,9 @@ export function parseSessionPatch(session: unknown, dialect: Dialect, where: Eve
       outputFormat: s.output_audio_format,
       voice: s.voice,
       speechModel: s.speech_model,
+      voiceDescription: s.voice_description,
+      refAudio: s.ref_audio,
+      refText: s.ref_text,
       speed: s.speed,
       tools: s.tools,
       toolChoice: s.tool_choice,
@@ -181,6 +196,9 @@ export function parseSessionPatch(session: unknown, dialect: Dialect, where: Eve
     outputFormat: output?.format,
     voice: output?.voice,
     speechModel: output?.model,
+    voiceDescription: output?.voice_description,
+    refAudio: output?.ref_audio,
+    refText: output?.ref_text,
     speed: output?.speed,
     tools: s.tools,
     toolChoice: s.tool_choice,

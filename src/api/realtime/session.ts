@@ -1,4 +1,6 @@
+import { decodeAudio } from '../../audio/decode.js';
 import type { Engine } from '../../core/engine.js';
+import { MAX_REFERENCE_SECONDS } from '../../core/tasks/speak.js';
 import { asLserveError, InvalidRequestError, ServerError } from '../../core/errors.js';
 import type { VoiceActivityStream } from '../../core/voice-activity.js';
 import { InputAudioDecoder, INPUT_RATE } from './audio-format.js';
@@ -58,6 +60,8 @@ export interface SessionHost {
   speculate?: boolean;
   /** What became of each turn worked on from a pause (for tests and benchmarks). */
   speculation?(event: SpeculationEvent): void;
+  /** The bytes of a voice-clone reference as sent (base64, a data URI, or a path or URL where the server allows them); errors name `param`. Without it sessions take no reference. */
+  readReferenceAudio?(value: string, param: string, signal: AbortSignal): Promise<Uint8Array>;
 }
 
 export type SpeculationEvent =
@@ -159,8 +163,10 @@ export class RealtimeSession {
     // Whatever the client does besides speaking and reading may change what the turn in progress would be answered with.
     if (!QUIET_EVENTS.has(event.type)) this.discardSpeculation(`the client sent ${event.type}`);
     switch (event.type) {
-      case 'session.update':
-        return this.update(mergeSessionPatch(this.config, event.session));
+      case 'session.update': {
+        const refAudio = typeof event.session.refAudio === 'string' ? await this.referenceAudio(event.session.refAudio) : undefined;
+        return this.update(mergeSessionPatch(this.config, event.session, refAudio));
+      }
       case 'input_audio_buffer.append':
         return this.append(event.audio, arrivedAt);
       case 'input_audio_buffer.commit':
@@ -224,6 +230,16 @@ export class RealtimeSession {
     }
     if (next.input.transcription?.model !== before.input.transcription?.model) await this.transcriber.useModel(this.config.input.transcription?.model);
     this.emit('session.updated', { session: sessionObject(this.config, this.id, this.host.dialect) });
+  }
+
+  /** A voice-clone reference, read and checked to be audio a voice can be copied from, once: every sentence of every answer speaks with it. */
+  private async referenceAudio(value: string): Promise<Uint8Array> {
+    const param = this.host.dialect === 'ga' ? 'session.audio.output.ref_audio' : 'session.ref_audio';
+    if (!this.host.readReferenceAudio) throw new InvalidRequestError('This server takes no reference audio in realtime sessions.', { param, code: 'unsupported_value' });
+    const bytes = await this.host.readReferenceAudio(value, param, this.closed.signal);
+    const audio = await decodeAudio(bytes, { sampleRate: INPUT_RATE, maxDurationSec: MAX_REFERENCE_SECONDS, param, signal: this.closed.signal });
+    if (audio.duration < 0.5) throw new InvalidRequestError(`The reference audio is ${audio.duration.toFixed(2)} s long; give at least half a second of the voice.`, { param, code: 'invalid_value' });
+    return bytes;
   }
 
   /** The input buffer for the current turn detection, with a VAD stream when it detects turns. */

@@ -60,6 +60,11 @@ export interface SessionConfig {
     voice?: string;
     /** The speech model; undefined: the server's default. */
     speechModel?: string;
+    /** lserve's own: the voice a voice-design model speaks with, described. */
+    voiceDescription?: string;
+    /** lserve's own: audio of the voice a voice-clone model copies (checked to be audio when set), and what it says. */
+    refAudio?: Uint8Array;
+    refText?: string;
     /** 0.25–1.5, as OpenAI. */
     speed: number;
   };

@@ -16,6 +16,12 @@ export interface SpeechSettings {
   /** An lserve voice of the speech model; OpenAI's voice names (alloy, marin, …) pick the model's default voice. */
   voice?: string;
   speed: number;
+  /** A voice-design model's described voice; a voice-clone model's reference audio (bytes of an audio file) and its transcript. */
+  voiceDescription?: string;
+  refAudio?: Uint8Array;
+  refText?: string;
+  /** Every sentence's seed: a described or cloned voice stays the same voice across sentences. */
+  seed?: number;
 }
 
 /** OpenAI's Realtime voices: clients send them by default, and no local model has them. */
@@ -64,7 +70,8 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
       if (signal.aborted || speechError) return;
       try {
         const voice = speech!.voice !== undefined && OPENAI_VOICES.has(speech!.voice) ? undefined : speech!.voice;
-        const prepared = await prepareSpeech(engine, { model: speech!.model, input: sentence, voice, speed: speech!.speed }, signal);
+        const { model, speed, voiceDescription, refAudio, refText, seed } = speech!;
+        const prepared = await prepareSpeech(engine, { model, input: sentence, voice, speed, voiceDescription, refAudio, refText, seed }, signal);
         const start = audioSeconds;
         let cut = true;
         try {

@@ -7,6 +7,7 @@ import type { Dialect } from '../../api/realtime/types.js';
 import { InvalidRequestError, OverloadedError, isLserveError, type LserveError } from '../../core/errors.js';
 import { guarded } from '../../core/guard.js';
 import type { WebSocketRoute } from '../websocket.js';
+import { referenceAudio } from './speech.js';
 
 /**
  * GET /v1/realtime?model=<chat model>: OpenAI's Realtime API over one
@@ -82,6 +83,7 @@ export const realtimeRoute: WebSocketRoute = {
             log: ctx.options.log,
             voiceLatency: (seconds) => engine.report({ type: 'voice-latency', model, seconds }),
             speculate: ctx.options.speculativeTurns,
+            readReferenceAudio: (value, param, signal) => referenceAudio(value, ctx, signal, param),
           },
           config,
         );

@@ -190,10 +190,10 @@ function formatAccepted(req: Request): SpeechFormat | undefined {
   return undefined;
 }
 
-/** `ref_audio`: a data URI, path or URL under the rules of remote-input.ts, or bare base64. */
-async function referenceAudio(value: string, ctx: ServerContext, signal: AbortSignal): Promise<Buffer> {
+/** `ref_audio` (a realtime session's too, named `param`): a data URI, path or URL under the rules of remote-input.ts, or bare base64. */
+export async function referenceAudio(value: string, ctx: ServerContext, signal: AbortSignal, param = 'ref_audio'): Promise<Buffer> {
   if (/^(data:|https?:\/\/|file:\/\/|\/)/i.test(value) || path.isAbsolute(value)) {
-    return readRemoteInput(value, ctx.inputs, 'ref_audio', signal);
+    return readRemoteInput(value, ctx.inputs, param, signal);
   }
-  return decodeBase64Payload(value, 'ref_audio', 'audio/');
+  return decodeBase64Payload(value, param, 'audio/');
 }

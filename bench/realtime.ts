@@ -27,13 +27,15 @@
  *
  * `--speculation off` answers each turn only once it has ended, as before
  * speculative turns (the session's work from the first pause in the speech).
+ * `--warm off` leaves the chat model cold while the user speaks (the
+ * session's warm-up evaluates the conversation meanwhile).
  *
  * `--polling auto,off` alternates LSERVE_LLAMA_POLLING turn by turn (`--turns`
  * of each): whether the chat's threadpool spins between decodes while the
  * session's voice activity detection and audio keep the server busy.
  *
  *   npx tsx bench/realtime.ts [--voices piper,qwen3-tts] [--turns 5] [--warmup 1] [--threads 2]
- *                             [--max-tokens 40] [--silence-ms 500] [--polling auto] [--speculation on] [--skip alone]
+ *                             [--max-tokens 40] [--silence-ms 500] [--polling auto] [--speculation on] [--warm on] [--skip alone]
  */
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -62,13 +64,14 @@ const { values: args } = parseArgs({
     'silence-ms': { type: 'string', default: '500' },
     polling: { type: 'string', default: 'auto' },
     speculation: { type: 'string', default: 'on' },
+    warm: { type: 'string', default: 'on' },
     skip: { type: 'string', default: '' },
   },
 });
 const threads = Number(args.threads);
 const skip = new Set(args.skip.split(',').filter(Boolean));
 const pollingModes = args.polling.split(',').filter(Boolean);
-if (args.speculation !== 'on' && args.speculation !== 'off') throw new Error(`--speculation is on or off (got '${args.speculation}')`);
+for (const flag of ['speculation', 'warm'] as const) if (args[flag] !== 'on' && args[flag] !== 'off') throw new Error(`--${flag} is on or off (got '${args[flag]}')`);
 const INSTRUCTIONS = 'You are a voice assistant. Answer in one short sentence.';
 const GOAL_MS = 800;
 
@@ -149,7 +152,7 @@ async function runVoice(voice: VoiceName): Promise<VoiceResult> {
     if (event.type === 'chat') rates.push(event.decodeTokensPerSecond ?? NaN);
   });
   await registerModels(engine, voice);
-  const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {}, speculativeTurns: args.speculation === 'on' });
+  const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {}, speculativeTurns: args.speculation === 'on', warmAnswers: args.warm === 'on' });
   try {
     console.log(`\n## ${voice} (load average ${load()})`);
     const warmup = Number(args.warmup);
@@ -260,7 +263,7 @@ async function main(): Promise<void> {
   const voices = args.voices.split(',').filter(Boolean);
   const unknown = voices.filter((v) => !(VOICES as readonly string[]).includes(v));
   if (unknown.length) throw new Error(`unknown voice(s) ${unknown.join(', ')} (${VOICES.join(', ')})`);
-  console.log(`lserve realtime benchmark: speculative turns ${args.speculation}, ${threads} threads, node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, load average ${load()}`);
+  console.log(`lserve realtime benchmark: speculative turns ${args.speculation}, warm-up ${args.warm}, ${threads} threads, node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, load average ${load()}`);
   const { utterances } = await import('./realtime/client.js');
   for (const u of await utterances()) console.log(`utterance "${u.text}": speech.json end vs last sample above -40 dBFS: ${fmt(((u.energyEndSample - u.endSample) * 1000) / 24_000, 1)} ms`);
   const results: VoiceResult[] = [];

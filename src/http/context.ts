@@ -62,6 +62,8 @@ export interface ServerOptions {
   streamIdleMs?: number;
   /** Realtime sessions work on a turn from the first pause in its speech, unseen until it ends (default true; false to compare, as tests and benchmarks do). */
   speculativeTurns?: boolean;
+  /** Realtime sessions warm the chat model with the conversation while the user speaks (default true; false to compare, as benchmarks do). */
+  warmAnswers?: boolean;
   /** Serve Prometheus metrics at GET /metrics (`lserve serve --metrics`); off by default (404). */
   metrics?: boolean;
   /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */

@@ -58,6 +58,8 @@ export interface SessionHost {
   voiceLatency?(seconds: number): void;
   /** Turns are worked on from the first pause (default true; false only to compare, the client sees the same events either way). */
   speculate?: boolean;
+  /** The chat model evaluates the conversation while the user speaks (default true; false only to compare). */
+  warm?: boolean;
   /** What became of each turn worked on from a pause (for tests and benchmarks). */
   speculation?(event: SpeculationEvent): void;
   /** The bytes of a voice-clone reference as sent (base64, a data URI, or a path or URL where the server allows them); errors name `param`. Without it sessions take no reference. */
@@ -291,7 +293,7 @@ export class RealtimeSession {
     else this.transcriber.drop();
     // Barge-in: the user speaks over the answer.
     if (this.response && this.config.input.turnDetection?.interruptResponse) this.response.cancel('turn_detected');
-    else if (this.config.type === 'realtime' && this.config.input.turnDetection?.createResponse && this.config.input.transcription && this.idle()) this.prefillAnswer();
+    else if (this.host.warm !== false && this.config.type === 'realtime' && this.config.input.turnDetection?.createResponse && this.config.input.transcription && this.idle()) this.prefillAnswer();
   }
 
   /**

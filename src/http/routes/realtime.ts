@@ -83,6 +83,7 @@ export const realtimeRoute: WebSocketRoute = {
             log: ctx.options.log,
             voiceLatency: (seconds) => engine.report({ type: 'voice-latency', model, seconds }),
             speculate: ctx.options.speculativeTurns,
+            warm: ctx.options.warmAnswers,
             readReferenceAudio: (value, param, signal) => referenceAudio(value, ctx, signal, param),
           },
           config,

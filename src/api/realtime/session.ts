@@ -1,7 +1,8 @@
 import { decodeAudio } from '../../audio/decode.js';
 import type { Engine } from '../../core/engine.js';
-import { MAX_REFERENCE_SECONDS } from '../../core/tasks/speak.js';
 import { asLserveError, InvalidRequestError, ServerError } from '../../core/errors.js';
+import { prefillChat } from '../../core/tasks/chat.js';
+import { MAX_REFERENCE_SECONDS } from '../../core/tasks/speak.js';
 import type { VoiceActivityStream } from '../../core/voice-activity.js';
 import { InputAudioDecoder, INPUT_RATE } from './audio-format.js';
 import { parseClientEvent, type ClientEvent, type ResponseParams } from './client-events.js';
@@ -11,7 +12,6 @@ import { newEventId, newId } from './ids.js';
 import { InputAudio } from './input-audio.js';
 import type { UserMessageItem } from './items.js';
 import { TurnTranscriber } from './turn-transcription.js';
-import { prefillChat } from '../../core/tasks/chat.js';
 import { replyRequest, ResponseRun, truncateHeard } from './response-run.js';
 import { SpeculativeTurn } from './speculative-turn.js';
 import { errorEvent, itemObject, serverEventName } from './server-events.js';

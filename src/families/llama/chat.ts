@@ -54,8 +54,8 @@ interface Slot {
 export class LlamaChatModel implements ChatModel {
   private readonly wrappers: ChatWrappers;
   private jsonGrammar: Promise<LlamaGrammar> | undefined;
-  /** Warm-ups under way (prefill). */
-  private readonly prefilling = new Set<Promise<void>>();
+  /** Warm-ups under way (prefill): the messages each evaluates, and when it is done. */
+  private readonly prefilling = new Set<{ fingerprints: readonly string[]; done: Promise<void> }>();
 
   constructor(
     readonly model: LlamaModel,
@@ -131,8 +131,9 @@ export class LlamaChatModel implements ChatModel {
         this.pool.release(slot);
       }
     })();
-    this.prefilling.add(done);
-    await done.finally(() => this.prefilling.delete(done));
+    const entry = { fingerprints, done };
+    this.prefilling.add(entry);
+    await done.finally(() => this.prefilling.delete(entry));
   }
 
   /** The tokenized prompt of `request` with these messages, and how it was made. */
@@ -168,8 +169,9 @@ export class LlamaChatModel implements ChatModel {
     const tokenBias = this.tokenBiasFor(request);
     const fingerprints = request.messages.map((m, i) => fingerprint(m, media?.hashes[i]));
 
-    // A warm-up under way may be evaluating this very conversation: the sequence it fills is the one to take.
-    if (this.prefilling.size > 0) await Promise.allSettled(this.prefilling);
+    // A warm-up under way of this conversation (all but its last message, the turn it left open, the same): the sequence it fills is the one to take.
+    const warming = [...this.prefilling].filter((p) => p.fingerprints.slice(0, -1).every((f, i) => f === fingerprints[i]));
+    if (warming.length > 0) await Promise.allSettled(warming.map((p) => p.done));
     let slot: Slot;
     try {
       slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));

@@ -77,15 +77,18 @@ describe('chat prefill', () => {
     expect(warm).toBeLessThanOrEqual(20);
   });
 
-  it('does nothing, at once, when no sequence is free (it never queues before real requests)', async () => {
-    const busy = [0, 1].map(() => collectChat(chat(server.engine, request([{ role: 'user', content: 'go on' }], 400), signal)));
-    // Both sequences taken: the requests have started generating.
+  it('does nothing, at once, unless a sequence stays free beside it (it never queues, nor takes the last free one)', async () => {
+    const messages = await conversation('forests');
+    // One of the two sequences taken: the request has started generating.
+    const busy = collectChat(chat(server.engine, request([{ role: 'user', content: 'go on' }], 400), signal));
     await new Promise((resolve) => setTimeout(resolve, 300));
     let ended = false;
-    void Promise.all(busy).then(() => (ended = true));
-    await prefillChat(server.engine, request([{ role: 'system', content: 'anything' }, { role: 'user', content: '' }]), signal);
+    void busy.then(() => (ended = true));
+    await prefillChat(server.engine, request([...messages, { role: 'user', content: '' }]), signal);
     expect(ended).toBe(false);
-    await Promise.all(busy);
+    await busy;
+    // Nothing was evaluated ahead: the next turn evaluates the last answer too.
+    expect(await evaluated(messages)).toBeGreaterThan(40);
   });
 
   it('never fails: an unknown model is the coming request\'s to report', async () => {

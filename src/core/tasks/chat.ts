@@ -115,7 +115,8 @@ export interface ChatModel extends LoadedModel {
    * Evaluates the prompt of `request` ahead of time into the sequence a
    * request continuing its conversation will be given, so that one only
    * evaluates what it adds (a voice session's next turn, while the user is
-   * still speaking). Best effort: nothing happens when no sequence is free.
+   * still speaking). Best effort: nothing happens unless a sequence is free
+   * (and, with several, another stays free for other requests).
    */
   prefill?(request: ChatRequest, signal: AbortSignal): Promise<void>;
 }

@@ -23,11 +23,15 @@ export class SlotPool<T> {
   private readonly free: T[];
   private readonly waiters: Waiter<T>[] = [];
 
+  /** How many slots there are, free or not. */
+  readonly size: number;
+
   constructor(
     slots: readonly T[],
     private readonly maxQueue: number,
   ) {
     this.free = [...slots];
+    this.size = slots.length;
   }
 
   get waiting(): number {

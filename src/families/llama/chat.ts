@@ -112,8 +112,9 @@ export class LlamaChatModel implements ChatModel {
   }
 
   async prefill(request: ChatRequest, signal: AbortSignal): Promise<void> {
-    // Never queued: a warm-up that would wait for a sequence is late, and would keep one from a real request.
-    if (request.messages.some((m) => m.media?.length) || this.pool.available === 0 || this.pool.waiting > 0) return;
+    // Never queued (a warm-up that would wait is late), and with several sequences one stays free for whatever request comes meanwhile.
+    const keepFree = this.pool.size > 1 ? 1 : 0;
+    if (request.messages.some((m) => m.media?.length) || this.pool.available <= keepFree || this.pool.waiting > 0) return;
     const { prompt } = this.promptOf(request, request.messages);
     if (prompt.length >= this.context.contextSize) return;
     const fingerprints = request.messages.map((m) => fingerprint(m));

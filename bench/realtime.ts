@@ -28,14 +28,16 @@
  * `--speculation off` answers each turn only once it has ended, as before
  * speculative turns (the session's work from the first pause in the speech).
  * `--warm off` leaves the chat model cold while the user speaks (the
- * session's warm-up evaluates the conversation meanwhile).
+ * session's warm-up evaluates the conversation meanwhile). `--asr
+ * whisper-base,whisper-base-q8` also runs each voice with the Whisper's
+ * MatMuls in int8, as the catalog's `-q8` entry.
  *
  * `--polling auto,off` alternates LSERVE_LLAMA_POLLING turn by turn (`--turns`
  * of each): whether the chat's threadpool spins between decodes while the
  * session's voice activity detection and audio keep the server busy.
  *
  *   npx tsx bench/realtime.ts [--voices piper,qwen3-tts] [--turns 5] [--warmup 1] [--threads 2]
- *                             [--max-tokens 40] [--silence-ms 500] [--polling auto] [--speculation on] [--warm on] [--skip alone]
+ *                             [--max-tokens 40] [--silence-ms 500] [--polling auto] [--speculation on] [--warm on] [--asr whisper-base] [--skip alone]
  */
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -52,11 +54,12 @@ import { prepareSpeech } from '../src/core/tasks/speak.js';
 import { transcribeSamples } from '../src/core/tasks/transcribe.js';
 import { startServer } from '../src/http/server.js';
 import type { ClientOptions, TurnTiming } from './realtime/client.js';
-import { CHAT, registerModels, VOICE, VOICES, WHISPER, type VoiceName } from './realtime/models.js';
+import { CHAT, RECOGNIZERS, registerModels, VOICE, VOICES, WHISPER, type RecognizerName, type VoiceName } from './realtime/models.js';
 
 const { values: args } = parseArgs({
   options: {
     voices: { type: 'string', default: VOICES.join(',') },
+    asr: { type: 'string', default: 'whisper-base' },
     turns: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '1' },
     threads: { type: 'string', default: String(Math.min(os.availableParallelism(), 2)) },
@@ -108,6 +111,7 @@ const STAGES: Array<[string, (t: Turn) => number]> = [
 
 interface VoiceResult {
   voice: VoiceName;
+  recognizer: RecognizerName;
   turns: Turn[];
   alone?: Alone;
 }
@@ -139,7 +143,7 @@ function runClient(options: ClientOptions): Promise<TurnTiming[]> {
   });
 }
 
-async function runVoice(voice: VoiceName): Promise<VoiceResult> {
+async function runVoice(voice: VoiceName, recognizer: RecognizerName): Promise<VoiceResult> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-bench-realtime-'));
   const engine = new Engine({ home, threads, keepAliveMs: -1, log: () => {} });
   // One of each per turn, in turn order (warm-ups included): each turn's answer has audio and one chat generation.
@@ -151,10 +155,10 @@ async function runVoice(voice: VoiceName): Promise<VoiceResult> {
     if (event.type === 'voice-latency') latencies.push(event.seconds * 1000);
     if (event.type === 'chat') rates.push(event.decodeTokensPerSecond ?? NaN);
   });
-  await registerModels(engine, voice);
+  await registerModels(engine, voice, recognizer);
   const server = await startServer(engine, { host: '127.0.0.1', port: 0, cors: false, maxBodyBytes: 8 << 20, maxUploadBytes: 8 << 20, logFormat: 'off', log: () => {}, speculativeTurns: args.speculation === 'on', warmAnswers: args.warm === 'on' });
   try {
-    console.log(`\n## ${voice} (load average ${load()})`);
+    console.log(`\n## ${voice}, ${recognizer} (load average ${load()})`);
     const warmup = Number(args.warmup);
     const timings = await runClient({
       url: `${server.url.replace(/^http/, 'ws')}/v1/realtime?model=${CHAT}`,
@@ -168,7 +172,7 @@ async function runVoice(voice: VoiceName): Promise<VoiceResult> {
     });
     listening = false;
     const turns = timings.map((t, i) => ({ ...t, serverLatencyMs: latencies[warmup + i] ?? NaN, decodeRate: rates[warmup + i] ?? NaN }));
-    return { voice, turns, alone: skip.has('alone') ? undefined : await aloneSection(engine, turns) };
+    return { voice, recognizer, turns, alone: skip.has('alone') ? undefined : await aloneSection(engine, turns) };
   } finally {
     off();
     await server.close();
@@ -224,9 +228,14 @@ async function aloneSection(engine: Engine, timings: Turn[]): Promise<Alone> {
 }
 
 function table(results: VoiceResult[]): void {
-  // A column per voice and polling mode.
+  // A column per voice, recognizer and polling mode.
+  const recognizers = new Set(results.map((r) => r.recognizer));
   const columns = results.flatMap((r) =>
-    pollingModes.map((mode) => ({ label: pollingModes.length > 1 ? `${r.voice} ${mode}` : r.voice, turns: r.turns.filter((t) => t.polling === mode), alone: r.alone })),
+    pollingModes.map((mode) => ({
+      label: [r.voice, ...(recognizers.size > 1 ? [r.recognizer.replace('whisper-', '')] : []), ...(pollingModes.length > 1 ? [mode] : [])].join(' '),
+      turns: r.turns.filter((t) => t.polling === mode),
+      alone: r.alone,
+    })),
   );
   const width = Math.max(12, ...columns.map((c) => c.label.length + 2));
   const line = (label: string, cells: string[]) => console.log([label.padEnd(52), ...cells.map((c) => c.padStart(width))].join(''));
@@ -266,8 +275,11 @@ async function main(): Promise<void> {
   console.log(`lserve realtime benchmark: speculative turns ${args.speculation}, warm-up ${args.warm}, ${threads} threads, node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, load average ${load()}`);
   const { utterances } = await import('./realtime/client.js');
   for (const u of await utterances()) console.log(`utterance "${u.text}": speech.json end vs last sample above -40 dBFS: ${fmt(((u.energyEndSample - u.endSample) * 1000) / 24_000, 1)} ms`);
+  const recognizers = args.asr.split(',').filter(Boolean);
+  const unknownAsr = recognizers.filter((r) => !(RECOGNIZERS as readonly string[]).includes(r));
+  if (unknownAsr.length) throw new Error(`unknown --asr ${unknownAsr.join(', ')} (${RECOGNIZERS.join(', ')})`);
   const results: VoiceResult[] = [];
-  for (const voice of voices as VoiceName[]) results.push(await runVoice(voice));
+  for (const voice of voices as VoiceName[]) for (const recognizer of recognizers as RecognizerName[]) results.push(await runVoice(voice, recognizer));
   table(results);
 }
 

@@ -225,7 +225,7 @@ export async function runTurns(options: ClientOptions): Promise<TurnTiming[]> {
       for (const d of deltas) {
         const [piece] = sentences.push(String(d.event.delta));
         if (piece) {
-          // A piece that ends in no sentence or clause mark was cut at a space before firstMaxChars.
+          // A piece that ends in no sentence or clause mark was cut after its first words (firstWordsChars).
           first = { at: d.at, piece, cut: /[.!?…。！？,;:，；：、—–]["'”’」』)\]]*$/.test(piece) ? 'sentence' : 'length' };
           break;
         }

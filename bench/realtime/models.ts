@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Engine } from '../../src/compose.js';
 import { MANIFEST, type Manifest } from '../../src/core/store.js';
 import { syntheticPiperVoice } from '../../test/fixtures/onnx/piper.js';
+import { benchWhisperOnnx, benchWhisperOnnxQ8 } from '../asr/models.js';
 import { benchChatModel } from '../text/models.js';
 import { pulledGraphs, writeBenchModel } from '../tts/model.js';
 import { benchWhisperSaysHelloWorld } from './whisper.js';
@@ -25,9 +26,14 @@ export const VOICE = 'voice';
 export const VOICES = ['piper', 'qwen3-tts'] as const;
 export type VoiceName = (typeof VOICES)[number];
 
-export async function registerModels(engine: Engine, voice: VoiceName): Promise<void> {
+/** The Whisper: fp32 as the catalog's `whisper-base`, or with the encoder's and decoder's MatMuls in int8 as `whisper-base-q8`. */
+export const RECOGNIZERS = ['whisper-base', 'whisper-base-q8'] as const;
+export type RecognizerName = (typeof RECOGNIZERS)[number];
+
+export async function registerModels(engine: Engine, voice: VoiceName, recognizer: RecognizerName = 'whisper-base'): Promise<void> {
   await engine.store.registerLocal(benchChatModel(), { kind: 'chat', id: CHAT });
-  await engine.store.registerDirectory(await benchWhisperSaysHelloWorld(), { kind: 'asr', id: WHISPER });
+  const whisper = recognizer === 'whisper-base-q8' ? await benchWhisperOnnxQ8() : await benchWhisperOnnx();
+  await engine.store.registerDirectory(await benchWhisperSaysHelloWorld(whisper), { kind: 'asr', id: WHISPER });
   if (voice === 'piper') {
     await engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: VOICE });
     return;

@@ -22,8 +22,9 @@ import { benchWhisperOnnx } from '../asr/models.js';
 const BIAS = 1000;
 export const BENCH_TRANSCRIPT = 'Hello world.';
 
-export async function benchWhisperSaysHelloWorld(): Promise<string> {
-  const source = await benchWhisperOnnx();
+/** The model folder `source` (default: the fp32 export) with its decoder so biased, beside it. */
+export async function benchWhisperSaysHelloWorld(source?: string): Promise<string> {
+  source ??= await benchWhisperOnnx();
   const target = `${source}-hello-world`;
   if (Object.values(WHISPER_FILES).every((f) => existsSync(path.join(target, f)))) return target;
   await mkdir(path.join(target, 'onnx'), { recursive: true });

@@ -112,7 +112,7 @@ describe('SentenceStream (text arriving in pieces)', () => {
   it('loses and adds nothing, however the text is cut into pieces', () => {
     const text = 'First, a clause. Then a sentence that runs on for a while! And a question? Yes.';
     for (const size of [1, 3, 7, 100]) {
-      const { pieces, rest } = feed(new SentenceStream({ firstMinChars: 10, firstMaxChars: 80 }), text, size);
+      const { pieces, rest } = feed(new SentenceStream({ firstMinChars: 10, firstWordsChars: 20 }), text, size);
       expect([...pieces.flat(), ...rest].join(' ').replace(/\s+/g, ' ')).toBe(text);
     }
   });
@@ -123,17 +123,20 @@ describe('SentenceStream (text arriving in pieces)', () => {
     expect(rest).toEqual(['Bye.']);
   });
 
-  it('cuts a first piece with no boundary at a space before firstMaxChars', () => {
+  it('ends a first piece with no boundary at the first space from firstWordsChars on, as soon as that word is complete', () => {
     const words = Array.from({ length: 30 }, (_, i) => `word${i}`).join(' ');
-    const { pieces } = feed(new SentenceStream({ firstMinChars: 10, firstMaxChars: 40 }), words, 5);
-    const first = pieces.flat()[0]!;
-    expect(first.length).toBeLessThanOrEqual(40);
-    expect(words.startsWith(first)).toBe(true);
-    expect(words[first.length]).toBe(' ');
+    const stream = new SentenceStream({ firstMinChars: 10, firstWordsChars: 20 });
+    // "word0 word1 word2 wo": 20 characters, the word not yet complete.
+    expect(stream.push(words.slice(0, 20))).toEqual([]);
+    expect(stream.push(words.slice(20, 24))).toEqual(['word0 word1 word2 word3']);
+    // A run with no space is cut once it is as long again.
+    const run = new SentenceStream({ firstMinChars: 10, firstWordsChars: 20 });
+    expect(run.push('x'.repeat(39))).toEqual([]);
+    expect(run.push('x')).toEqual(['x'.repeat(40)]);
   });
 
   it('keeps the first piece short when the text opens with nothing to say (a run of spaces)', () => {
-    const stream = new SentenceStream({ firstMinChars: 10, firstMaxChars: 30 });
+    const stream = new SentenceStream({ firstMinChars: 10, firstWordsChars: 20 });
     expect(stream.push(' '.repeat(40))).toEqual([]);
     const words = Array.from({ length: 20 }, (_, i) => `word${i}`).join(' ');
     const first = stream.push(words)[0]!;

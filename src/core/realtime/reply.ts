@@ -38,7 +38,7 @@ export interface SpokenSentence {
 }
 
 /** How an answer is cut for speech: the first piece may be a clause or a few words, as it decides when the first audio leaves. */
-export const SPOKEN_PIECES = { firstMinChars: 10, firstMaxChars: 30 } as const;
+export const SPOKEN_PIECES = { firstMinChars: 10, firstWordsChars: 20 } as const;
 
 export interface ReplyEvents {
   /** The answer's text as the model writes it (the audio's transcript when there is audio). */

@@ -126,13 +126,15 @@ function lastEnd(text: string, pattern: RegExp, limit: number): number {
  *
  * The first piece decides when the first audio leaves, so it may be short
  * (`firstMinChars`), may end at a clause (a comma, a colon…) once it has
- * that many characters, and with `firstMaxChars` is cut at the last space
- * before that length when no boundary came: a voice answer then starts
- * speaking after its first clause or few words, not its first full stop.
+ * that many characters, and with `firstWordsChars` ends at the first space
+ * from that length on when no boundary came first, the moment the word
+ * before it is complete (a run of that length and as long again without a
+ * space is cut there): a voice answer then starts speaking after its first
+ * clause or few words, not its first full stop.
  */
 export interface SentenceStreamOptions extends SplitOptions {
   firstMinChars?: number;
-  firstMaxChars?: number;
+  firstWordsChars?: number;
 }
 
 export class SentenceStream {
@@ -171,8 +173,13 @@ export class SentenceStream {
       if (end >= this.pending.length) break;
       if (this.pending.slice(0, end).trim().length >= min) return end;
     }
-    const firstMax = this.options.firstMaxChars;
-    if (this.first && firstMax !== undefined && this.pending.length > firstMax) return lastEnd(this.pending.slice(0, firstMax + 1), SPACE, firstMax) || firstMax;
+    const words = this.options.firstWordsChars;
+    if (this.first && words !== undefined && this.pending.trimStart().length >= words) {
+      const from = this.pending.length - this.pending.trimStart().length + words;
+      const space = this.pending.slice(from).search(/\s/);
+      if (space >= 0) return from + space + 1;
+      if (this.pending.length - from >= words) return this.pending.length;
+    }
     // No end yet: a piece that outgrew the limit is cut where splitSentences would cut it.
     const max = this.options.maxChars ?? 300;
     if (this.pending.length > max * 2) return lastEnd(this.pending.slice(0, max + 1), SPACE, max) || max;

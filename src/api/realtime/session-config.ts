@@ -75,7 +75,7 @@ export function mergeSessionPatch(current: SessionConfig, patch: SessionPatch, r
       voice: patch.voice ?? current.output.voice,
       speechModel: patch.speechModel ?? current.output.speechModel,
       voiceDescription: own(patch.voiceDescription, current.output.voiceDescription),
-      refAudio: own(patch.refAudio === undefined ? undefined : patch.refAudio === null ? null : refAudio, current.output.refAudio),
+      refAudio: patch.refAudio === undefined ? current.output.refAudio : patch.refAudio === null ? undefined : refAudio,
       refText: own(patch.refText, current.output.refText),
       speed: patch.speed ?? current.output.speed,
     },

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chat, collectChat, prefillChat, type ChatMessage, type ChatRequest } from '../../src/core/tasks/chat.js';
+import { chat, collectChat, holdChat, prefillChat, type ChatMessage, type ChatRequest } from '../../src/core/tasks/chat.js';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -93,5 +93,60 @@ describe('chat prefill', () => {
 
   it('never fails: an unknown model is the coming request\'s to report', async () => {
     await expect(prefillChat(server.engine, { ...request([{ role: 'user', content: '' }]), model: 'no-such-model' }, signal)).resolves.toBeUndefined();
+  });
+});
+
+describe('chat hold (a spoken answer pauses its text while its first piece is synthesised)', () => {
+  /** A long generation named `id`, streamed: when each text delta came (performance.now()), and how it ended. */
+  function generation(id: string, controller = new AbortController()) {
+    const times: number[] = [];
+    const ended = (async () => {
+      for await (const delta of chat(server.engine, { ...request([{ role: 'user', content: 'go on' }], 120), generationId: id }, controller.signal)) {
+        if (delta.type === 'reasoning' || delta.type === 'content') times.push(performance.now());
+        if (delta.type === 'done') return delta.finishReason;
+      }
+    })();
+    return { times, ended, controller };
+  }
+  const started = async (g: { times: number[] }) => expect.poll(() => g.times.length, { timeout: 30_000, interval: 5 }).toBeGreaterThan(3);
+
+  it('pauses the generation after its current token until resumed, then it runs to its end', async () => {
+    const g = generation('held-1');
+    await started(g);
+    const resume = await holdChat(server.engine, CHAT_MODEL_ID, 'held-1', 10_000);
+    await new Promise((r) => setTimeout(r, 100));
+    const during = g.times.length;
+    await new Promise((r) => setTimeout(r, 400));
+    // Nothing in 400 ms (at most the token under way when the hold came, before the 100 ms).
+    expect(g.times.length).toBe(during);
+    resume();
+    await expect(g.ended).resolves.toBe('length');
+    expect(g.times.length).toBeGreaterThan(during);
+  }, 60_000);
+
+  it('resumes by itself when the hold runs out, and at once when the generation is stopped', async () => {
+    const timed = generation('held-2');
+    await started(timed);
+    const pausedAt = performance.now();
+    await holdChat(server.engine, CHAT_MODEL_ID, 'held-2', 300);
+    await expect(timed.ended).resolves.toBe('length');
+    expect(performance.now() - pausedAt).toBeGreaterThan(250);
+
+    const stopped = generation('held-3');
+    await started(stopped);
+    await holdChat(server.engine, CHAT_MODEL_ID, 'held-3', 30_000);
+    const stoppedAt = performance.now();
+    stopped.controller.abort();
+    await stopped.ended.catch(() => {});
+    expect(performance.now() - stoppedAt).toBeLessThan(2_000);
+    // Its sequence is free again: two requests at once (both sequences) are answered, neither waiting out the hold.
+    const both = performance.now();
+    await Promise.all([0, 1].map(() => collectChat(chat(server.engine, request([{ role: 'user', content: 'hi' }], 2), signal))));
+    expect(performance.now() - both).toBeLessThan(5_000);
+  }, 60_000);
+
+  it('does nothing for a generation it does not know', async () => {
+    const resume = await holdChat(server.engine, CHAT_MODEL_ID, 'no-such-generation', 10_000);
+    resume();
   });
 });

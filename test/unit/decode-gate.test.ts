@@ -70,6 +70,34 @@ describe('LockStepGate', () => {
     expect(d.started).toEqual([0, 1, 2]);
   });
 
+  it('parks a paused sequence\'s next decode until the pause ends, and the others do not wait for it meanwhile', async () => {
+    const d = fakeDecoder();
+    const gate = new LockStepGate(d.decode, 1000);
+    await decodedTogether(gate, d, [0, 1]);
+    let resume!: () => void;
+    gate.pause(0, new Promise<void>((r) => (resume = r)));
+    const paused = gate.request({ sequenceId: 0 }, []);
+    void gate.request({ sequenceId: 1 }, []);
+    await tick();
+    // Sequence 1 goes alone at once (not after the 1000 ms wait for a straggler); 0 waits.
+    expect(d.started).toEqual([1]);
+    await d.finish(1);
+    void gate.request({ sequenceId: 1 }, []);
+    await tick();
+    expect(d.started).toEqual([1, 1]);
+    resume();
+    await tick();
+    await tick();
+    // Resumed, it joins the next group: after sequence 1's decode in flight, beside its next.
+    expect(d.started).toEqual([1, 1]);
+    await d.finish(1);
+    void gate.request({ sequenceId: 1 }, []);
+    await tick();
+    expect(d.started).toEqual([1, 1, 0, 1]);
+    await d.finish(0);
+    await expect(paused).resolves.toBe('token for 0');
+  });
+
   it('stops waiting for a sequence whose generation ended (leave)', async () => {
     const d = fakeDecoder();
     const gate = new LockStepGate(d.decode, 1000);

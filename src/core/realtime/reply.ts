@@ -1,5 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { Engine } from '../engine.js';
-import { chat, type ChatRequest, type ChatToolCall, type ChatUsage, type FinishReason } from '../tasks/chat.js';
+import { chat, holdChat, type ChatRequest, type ChatToolCall, type ChatUsage, type FinishReason } from '../tasks/chat.js';
 import { prepareSpeech } from '../tasks/speak.js';
 import { SentenceStream } from '../tasks/speak/sentences.js';
 
@@ -37,6 +38,9 @@ export interface SpokenSentence {
   cut?: boolean;
 }
 
+/** Longest the text waits for the first piece's audio (a slow voice's first audio; the wait ends with it). */
+const FIRST_PIECE_HOLD_MS = 1500;
+
 /** How an answer is cut for speech: the first piece may be a clause or a few words, as it decides when the first audio leaves. */
 export const SPOKEN_PIECES = { firstMinChars: 10, firstWordsChars: 20 } as const;
 
@@ -65,19 +69,32 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
   let audioSeconds = 0;
   let speaking: Promise<void> = Promise.resolve();
   let speechError: unknown;
+  const generationId = randomUUID();
+  let firstPiece = true;
   const speak = (sentence: string) => {
+    const first = firstPiece;
+    firstPiece = false;
     speaking = speaking.then(async () => {
       if (signal.aborted || speechError) return;
+      let resumeText = () => {};
       try {
         const voice = speech!.voice !== undefined && OPENAI_VOICES.has(speech!.voice) ? undefined : speech!.voice;
         const { model, speed, voiceDescription, refAudio, refText, seed } = speech!;
         const prepared = await prepareSpeech(engine, { model, input: sentence, voice, speed, voiceDescription, refAudio, refText, seed }, signal);
+        if (first && prepared.info.framesPerSecond !== undefined) {
+          // The first audio is what the listener waits for, and a model that speaks frame by frame takes long enough to it
+          // that the text's decoding beside it doubled the wait (Qwen3-TTS: 0.55 s alone, 1.09 s beside it): the text,
+          // far ahead of the speech, pauses until the first audio is out. Not waited for: the synthesis starts at once.
+          const hold = holdChat(engine, request.model, generationId, FIRST_PIECE_HOLD_MS);
+          resumeText = () => void hold.then((resume) => resume());
+        }
         const start = audioSeconds;
         let cut = true;
         try {
           await prepared.run((samples) => {
             audioSeconds += samples.length / prepared.sampleRate;
             on.audio(samples, prepared.sampleRate);
+            resumeText();
           }, signal);
           cut = false;
         } finally {
@@ -90,6 +107,8 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
         }
       } catch (error) {
         speechError ??= error;
+      } finally {
+        resumeText();
       }
     });
   };
@@ -98,7 +117,7 @@ export async function runReply(engine: Engine, request: ChatRequest, speech: Spe
   let finishReason: FinishReason = 'stop';
   let usage: ChatUsage = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
   try {
-    for await (const delta of chat(engine, request, signal)) {
+    for await (const delta of chat(engine, { ...request, generationId }, signal)) {
       if (delta.type === 'content') {
         text += delta.text;
         on.text(delta.text);

@@ -1,5 +1,6 @@
 import type { Engine } from '../engine.js';
 import type { LoadedModel } from '../loader.js';
+import type { Lease } from '../manager.js';
 import type { RgbImage } from '../../image/types.js';
 import { InvalidRequestError, UnsupportedError } from '../errors.js';
 import type { InstalledModel } from '../store.js';
@@ -87,6 +88,8 @@ export interface ChatRequest {
   parallelToolCalls?: boolean;
   /** How long the model stays loaded after this request (ms; negative = forever). */
   keepAliveMs?: number;
+  /** The caller's name for this generation, by which ChatModel.hold pauses it. */
+  generationId?: string;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';
@@ -119,6 +122,9 @@ export interface ChatModel extends LoadedModel {
    * (and, with several, another stays free for other requests).
    */
   prefill?(request: ChatRequest, signal: AbortSignal): Promise<void>;
+  /** Pauses the running generation named `generationId` (ChatRequest.generationId) after its current token, for at most `ms` or until `resume`. */
+  hold?(generationId: string, ms: number): Promise<void>;
+  resume?(generationId: string): Promise<void>;
 }
 
 /** The kinds of media a model takes besides text (its catalog entry's `input`, read from its projector at pull). */
@@ -192,6 +198,32 @@ export async function prefillChat(engine: Engine, request: ChatRequest, signal: 
   } catch {
     // The request itself reports what is wrong (an unknown model, a prompt too long).
   }
+}
+
+/**
+ * Pauses a running generation (ChatModel.hold) for at most `ms`, as a
+ * spoken answer does while its first piece is synthesised: the text is far
+ * ahead of the speech, and the synthesis then has the cores to itself.
+ * Resolves with the function that resumes it; never fails (a generation
+ * that cannot be paused runs on).
+ */
+export async function holdChat(engine: Engine, model: string, generationId: string, ms: number): Promise<() => void> {
+  let lease: Lease<ChatModel>;
+  try {
+    lease = await engine.acquire<ChatModel>(model, ['chat']);
+    await lease.model.hold?.(generationId, ms);
+  } catch {
+    lease!?.release();
+    return () => {};
+  }
+  let resumed = false;
+  return () => {
+    if (resumed) return;
+    resumed = true;
+    void Promise.resolve(lease.model.resume?.(generationId))
+      .catch(() => {})
+      .finally(() => lease.release());
+  };
 }
 
 export interface ChatResult {

@@ -54,6 +54,10 @@ interface Slot {
 export class LlamaChatModel implements ChatModel {
   private readonly wrappers: ChatWrappers;
   private jsonGrammar: Promise<LlamaGrammar> | undefined;
+  /** Running generations by their caller's name (ChatRequest.generationId), for hold: their sequence, and what stops them. */
+  private readonly generations = new Map<string, { slot: Slot; stopped: AbortSignal }>();
+  /** Held generations: what resumes each. */
+  private readonly holds = new Map<string, () => void>();
   /** Warm-ups under way (prefill): the messages each evaluates, and when it is done. */
   private readonly prefilling = new Set<{ fingerprints: readonly string[]; done: Promise<void> }>();
 
@@ -137,6 +141,28 @@ export class LlamaChatModel implements ChatModel {
     await done.finally(() => this.prefilling.delete(entry));
   }
 
+  async hold(generationId: string, ms: number): Promise<void> {
+    const generation = this.generations.get(generationId);
+    if (!generation || this.holds.has(generationId) || generation.stopped.aborted) return;
+    let resume!: () => void;
+    const until = new Promise<void>((resolve) => (resume = resolve));
+    const release = () => {
+      clearTimeout(timer);
+      generation.stopped.removeEventListener('abort', release);
+      resume();
+    };
+    const timer = setTimeout(release, ms);
+    // A generation stopped while held (a barge-in) stops at once, not when the hold runs out.
+    generation.stopped.addEventListener('abort', release, { once: true });
+    this.holds.set(generationId, release);
+    void until.then(() => this.holds.delete(generationId));
+    this.gate.pause(generation.slot.sequence, until);
+  }
+
+  async resume(generationId: string): Promise<void> {
+    this.holds.get(generationId)?.();
+  }
+
   /** The tokenized prompt of `request` with these messages, and how it was made. */
   private promptOf(request: ChatRequest, messages: ChatRequest['messages']) {
     const history = toChatHistory(messages);
@@ -185,6 +211,8 @@ export class LlamaChatModel implements ChatModel {
     const cachedPromptTokens = reused + (this.projector?.extraCellsIn(prompt.slice(0, reused)) ?? 0);
     const stop = new AbortController();
     const abort = AbortSignal.any([signal, stop.signal]);
+    const { generationId } = request;
+    if (generationId) this.generations.set(generationId, { slot, stopped: abort });
     const queue = new PushQueue<ChatDelta>();
     queue.push({ type: 'start', promptTokens });
     const chat = new LlamaChat({ contextSequence: slot.sequence, chatWrapper: wrapper });
@@ -251,6 +279,10 @@ export class LlamaChatModel implements ChatModel {
     } finally {
       // Consumer gone early (client disconnect, error downstream): stop at the next token.
       stop.abort();
+      if (generationId) {
+        this.holds.get(generationId)?.();
+        this.generations.delete(generationId);
+      }
       await done;
       chat.dispose({ disposeSequence: false });
       this.pool.release(slot);

@@ -43,6 +43,8 @@ type DecodeFn = (request: DecodeRequest, ...rest: unknown[]) => Promise<unknown>
 export interface DecodeGate {
   /** The sequence's generation ended: the others stop waiting for it. */
   leave(sequence: LlamaContextSequence): void;
+  /** The sequence's next decode waits until `until` settles; meanwhile the others do not wait for it. */
+  pause(sequence: LlamaContextSequence, until: Promise<void>): void;
 }
 
 /** How long held requests wait for a straggler before they go without it. */
@@ -55,6 +57,8 @@ export class LockStepGate {
   /** Result delivered; the sequence is sampling's consumer now and should come back with its next token. */
   private readonly processing = new Set<number>();
   private held: Array<{ id: number; start: () => void }> = [];
+  /** Paused sequences: their next decode waits for this. */
+  private readonly paused = new Map<number, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
   private immediate: NodeJS.Immediate | undefined;
 
@@ -66,6 +70,8 @@ export class LockStepGate {
   request(request: DecodeRequest, rest: unknown[]): Promise<unknown> {
     const id = request.sequenceId;
     this.processing.delete(id);
+    const pause = this.paused.get(id);
+    if (pause) return pause.then(() => this.request(request, rest));
     return new Promise((resolve, reject) => {
       // A prompt may span many batches (node-llama-cpp splits it and lets the
       // others' tokens ride along); nobody waits for it until it is done.
@@ -94,6 +100,18 @@ export class LockStepGate {
 
   leave(sequenceId: number): void {
     if (this.processing.delete(sequenceId)) this.update();
+  }
+
+  pause(sequenceId: number, until: Promise<void>): void {
+    const settled = until.then(
+      () => {},
+      () => {},
+    );
+    this.paused.set(sequenceId, settled);
+    void settled.then(() => {
+      if (this.paused.get(sequenceId) === settled) this.paused.delete(sequenceId);
+    });
+    this.leave(sequenceId);
   }
 
   /**
@@ -128,7 +146,7 @@ export class LockStepGate {
   }
 }
 
-const noGate: DecodeGate = { leave() {} };
+const noGate: DecodeGate = { leave() {}, pause() {} };
 
 /** Installs a lock-step gate on a context's decode queue (see above); a no-op gate where the hook is missing. */
 export function installDecodeGate(context: LlamaContext, maxWaitMs = DEFAULT_MAX_WAIT_MS): DecodeGate {
@@ -137,10 +155,15 @@ export function installDecodeGate(context: LlamaContext, maxWaitMs = DEFAULT_MAX
   if (typeof original !== 'function') return noGate;
   const gate = new LockStepGate(original.bind(context), maxWaitMs);
   target._decodeTokens = (request, ...rest) => gate.request(request, rest);
+  const idOf = (sequence: LlamaContextSequence) => (sequence as unknown as { _sequenceId?: unknown })._sequenceId;
   return {
     leave(sequence) {
-      const id = (sequence as unknown as { _sequenceId?: unknown })._sequenceId;
+      const id = idOf(sequence);
       if (typeof id === 'number') gate.leave(id);
+    },
+    pause(sequence, until) {
+      const id = idOf(sequence);
+      if (typeof id === 'number') gate.pause(id, until);
     },
   };
 }

@@ -188,7 +188,6 @@ export async function* chat(engine: Engine, request: ChatRequest, signal: AbortS
  */
 export async function prefillChat(engine: Engine, request: ChatRequest, signal: AbortSignal): Promise<void> {
   try {
-    if (request.messages.some((m) => m.media?.length)) return;
     const lease = await engine.acquire<ChatModel>(request.model, ['chat'], { keepAliveMs: request.keepAliveMs });
     try {
       await lease.model.prefill?.(request, signal);
@@ -208,21 +207,22 @@ export async function prefillChat(engine: Engine, request: ChatRequest, signal: 
  * that cannot be paused runs on).
  */
 export async function holdChat(engine: Engine, model: string, generationId: string, ms: number): Promise<() => void> {
-  let lease: Lease<ChatModel>;
+  let lease: Lease<ChatModel> | undefined;
   try {
     lease = await engine.acquire<ChatModel>(model, ['chat']);
     await lease.model.hold?.(generationId, ms);
   } catch {
-    lease!?.release();
+    lease?.release();
     return () => {};
   }
+  const held = lease;
   let resumed = false;
   return () => {
     if (resumed) return;
     resumed = true;
-    void Promise.resolve(lease.model.resume?.(generationId))
+    void Promise.resolve(held.model.resume?.(generationId))
       .catch(() => {})
-      .finally(() => lease.release());
+      .finally(() => held.release());
   };
 }
 

@@ -54,10 +54,8 @@ interface Slot {
 export class LlamaChatModel implements ChatModel {
   private readonly wrappers: ChatWrappers;
   private jsonGrammar: Promise<LlamaGrammar> | undefined;
-  /** Running generations by their caller's name (ChatRequest.generationId), for hold: their sequence, and what stops them. */
-  private readonly generations = new Map<string, { slot: Slot; stopped: AbortSignal }>();
-  /** Held generations: what resumes each. */
-  private readonly holds = new Map<string, () => void>();
+  /** Running generations by their caller's name (ChatRequest.generationId), for hold: their sequence, what stops them, and what resumes one held. */
+  private readonly generations = new Map<string, { slot: Slot; stopped: AbortSignal; resume?: () => void }>();
   /** Warm-ups under way (prefill): the messages each evaluates, and when it is done. */
   private readonly prefilling = new Set<{ fingerprints: readonly string[]; done: Promise<void> }>();
 
@@ -143,24 +141,24 @@ export class LlamaChatModel implements ChatModel {
 
   async hold(generationId: string, ms: number): Promise<void> {
     const generation = this.generations.get(generationId);
-    if (!generation || this.holds.has(generationId) || generation.stopped.aborted) return;
-    let resume!: () => void;
-    const until = new Promise<void>((resolve) => (resume = resolve));
-    const release = () => {
+    if (!generation || generation.resume || generation.stopped.aborted) return;
+    let ended!: () => void;
+    const until = new Promise<void>((resolve) => (ended = resolve));
+    const resume = () => {
       clearTimeout(timer);
-      generation.stopped.removeEventListener('abort', release);
-      resume();
+      generation.stopped.removeEventListener('abort', resume);
+      generation.resume = undefined;
+      ended();
     };
-    const timer = setTimeout(release, ms);
+    const timer = setTimeout(resume, ms);
     // A generation stopped while held (a barge-in) stops at once, not when the hold runs out.
-    generation.stopped.addEventListener('abort', release, { once: true });
-    this.holds.set(generationId, release);
-    void until.then(() => this.holds.delete(generationId));
+    generation.stopped.addEventListener('abort', resume, { once: true });
+    generation.resume = resume;
     this.gate.pause(generation.slot.sequence, until);
   }
 
   async resume(generationId: string): Promise<void> {
-    this.holds.get(generationId)?.();
+    this.generations.get(generationId)?.resume?.();
   }
 
   /** The tokenized prompt of `request` with these messages, and how it was made. */
@@ -280,7 +278,7 @@ export class LlamaChatModel implements ChatModel {
       // Consumer gone early (client disconnect, error downstream): stop at the next token.
       stop.abort();
       if (generationId) {
-        this.holds.get(generationId)?.();
+        this.generations.get(generationId)?.resume?.();
         this.generations.delete(generationId);
       }
       await done;

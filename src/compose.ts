@@ -19,7 +19,7 @@ export type { EngineOptions } from './core/engine.js';
  * pays for loading node-llama-cpp.
  */
 export const defaultLoaders: LoaderTable = {
-  'llama:chat': () => import('./families/llama/chat.js').then((m) => m.chatLoader),
+  'llama:chat': () => import('./families/llama/chat-loader.js').then((m) => m.chatLoader),
   'llama:embedding': () => import('./families/llama/embedding.js').then((m) => m.embeddingLoader),
   'llama:rerank': () => import('./families/llama/ranking.js').then((m) => m.rankingLoader),
   'onnx:ocr': () => import('./families/ppocr/loader.js').then((m) => m.ocrLoader),

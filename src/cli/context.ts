@@ -27,6 +27,8 @@ export interface EngineFlags {
   maxQueue?: string;
   /** `--ctx-size N` or `--ctx-size MODEL=N`, repeatable. */
   ctxSize?: string[];
+  /** `--cache-ram SIZE`: host memory for conversations a chat model's sequence gives up. */
+  cacheRam?: string;
 }
 
 export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, extra: Partial<EngineOptions> = {}): Engine {
@@ -37,6 +39,7 @@ export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, ext
   try {
     if (flags.keepAlive !== undefined) options.keepAliveMs = parseDuration(flags.keepAlive);
     if (flags.maxMemory !== undefined) options.maxMemoryBytes = parseByteSize(flags.maxMemory);
+    if (flags.cacheRam !== undefined) options.cacheRamBytes = flags.cacheRam.trim() === '0' ? 0 : parseByteSize(flags.cacheRam);
   } catch (error) {
     throw new CliError((error as Error).message, EXIT_USAGE);
   }
@@ -65,7 +68,10 @@ export async function hubTokenOption(file: string | undefined): Promise<HubToken
 }
 
 /** Help text of the repeatable `--ctx-size` option (serve, run). */
-export const CTX_SIZE_HELP = 'tokens per context for text models: N for every model, MODEL=N for one (repeatable); default: 4096 for chat (shared by --parallel sequences beyond 4), 8192 for embeddings and rerank, never above the training context';
+export const CTX_SIZE_HELP = 'tokens per context for text models: N for every model, MODEL=N for one (repeatable); default for chat: the training context up to 65536 as memory allows (8-bit KV cache before less than 32768; grown for longer conversations), 8192 for embeddings and rerank';
+
+/** Help text of `--cache-ram` (serve, run). */
+export const CACHE_RAM_HELP = 'host memory for chat conversations whose sequence another request needs, restored when they come back (e.g. 4gb; 0 = none); default 8gb';
 
 /** Collects a repeatable option's values (commander's argParser). */
 export function collect(value: string, previous: string[] = []): string[] {

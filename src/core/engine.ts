@@ -27,6 +27,8 @@ export interface EngineOptions {
   maxQueue: number;
   /** Context sizes the user asked for (`--ctx-size`). */
   contextSizes: ContextSizes;
+  /** Host memory per chat model for conversations its sequences give up (`--cache-ram`); undefined: the loader's default. */
+  cacheRamBytes?: number;
   loaders: LoaderTable;
   /** Install-time work per `${backend}:${kind}` (`lserve pull`); from the composition root too. */
   preparers: PreparerTable;
@@ -88,6 +90,7 @@ export class Engine {
           parallel: this.options.parallel,
           maxQueue: this.options.maxQueue,
           contextSizes: this.options.contextSizes,
+          cacheRamBytes: this.options.cacheRamBytes,
           report: (event) => this.events.emit(event),
         },
         log: this.options.log,

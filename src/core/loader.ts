@@ -13,6 +13,8 @@ export interface LoadedModel {
   readonly queued?: number;
   /** The process that holds the model, when it is not the server's own (a runner). */
   readonly pid?: number;
+  /** Text models: tokens one conversation (or input) may hold, as loaded. */
+  readonly contextSize?: number;
   dispose(): Promise<void>;
 }
 
@@ -27,6 +29,8 @@ export interface LoadOptions {
   contextSizes?: ContextSizes;
   /** Bytes this model may take in all (weights, caches, buffers): the manager's budget. */
   memoryBudgetBytes?: number;
+  /** Host memory a chat model may keep conversations in when their sequence is needed for another (`serve --cache-ram`; 0 none). */
+  cacheRamBytes?: number;
   /** Where a loader reports what it chose (context sizes, memory) and how long it took. */
   log?: (message: string) => void;
   /** Where a runtime reports what happens after the load (a supervised child process restarted): the engine's events. */

@@ -33,6 +33,8 @@ export interface LoadedInfo {
   id: string;
   kind: ModelKind;
   memoryBytes: number;
+  /** Text models: tokens one conversation (or input) may hold, as loaded. */
+  contextSize?: number;
   /** Leases held now: requests being served and those waiting in the model's line. */
   activeRequests: number;
   /** Of those, the requests waiting in the model's own line (a free chat sequence, a turn of the job queue). */
@@ -188,6 +190,8 @@ export class ModelManager {
   private release(slot: Slot): void {
     slot.refs--;
     slot.lastUsed = Date.now();
+    // A model's memory may change while it serves (a chat model's context grown for a longer conversation).
+    if (slot.model?.memoryBytes) slot.estimate = slot.model.memoryBytes;
     if (slot.refs === 0) this.busyChanged();
     if (slot.refs > 0 || this.slots.get(slot.id) !== slot) return;
     this.trim();
@@ -246,6 +250,7 @@ export class ModelManager {
         id: s.id,
         kind: s.installed.entry.kind,
         memoryBytes: s.estimate,
+        ...(s.model!.contextSize ? { contextSize: s.model!.contextSize } : {}),
         activeRequests: s.refs,
         queued: queueDepth(s.model!),
         pid: s.model!.pid,

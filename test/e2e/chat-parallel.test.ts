@@ -2,13 +2,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { CHAT_MODEL_ID, NEVER_END, tinyQwen3File } from '../helpers/chat-model.js';
 import type { LlamaChatModel } from '../../src/families/llama/chat.js';
-import { sequenceContextSize } from '../../src/families/llama/chat.js';
 
 /**
  * Many sequences in one context (`lserve serve --parallel 8|16`): every
- * sequence serves a request at the same time, the load reports the context it
- * chose, and the per-sequence context shrinks with the sequence count so the
- * KV cache (allocated whole at load) stays bounded.
+ * sequence serves a request at the same time, and the load reports the
+ * context it chose. On the binary these suites run (vitest.config.ts: the
+ * prebuilt one, whose sequences each have a KV cache of their own) a default
+ * size is each sequence's, and an explicit one is shared by them, as
+ * llama-server's `-c` with `-np`; lserve's own binary shares one cache
+ * (test/e2e/chat-context.test.ts).
  */
 
 let server: TestServer | undefined;
@@ -36,8 +38,9 @@ describe.each([8, 16])('chat with parallel: %i', (parallel) => {
     const statuses = await Promise.all(Array.from({ length: parallel }, () => complete(server!)));
     expect(statuses).toEqual(Array(parallel).fill(200));
 
-    const perSequence = sequenceContextSize(4096, parallel);
-    expect(server.logs.some((l) => l.includes(`context plan: ${parallel} sequences × ${perSequence} tokens, batch 512`))).toBe(true);
+    // The model's whole training context (4096) for each sequence: the default, as memory allows.
+    const perSequence = 4096;
+    expect(server.logs.some((l) => l.includes(`context plan: ${parallel} sequences × ${perSequence} tokens, f16 KV cache, batch 512`))).toBe(true);
     expect(server.logs.some((l) => l.includes(`context ready in`) && l.includes(`${parallel} × ${perSequence} tokens`))).toBe(true);
     const lease = await server.engine.acquire<LlamaChatModel>(CHAT_MODEL_ID, ['chat']);
     try {
@@ -51,14 +54,15 @@ describe.each([8, 16])('chat with parallel: %i', (parallel) => {
   }, 30_000);
 });
 
-describe('sequenceContextSize', () => {
-  it('shares a budget between sequences like llama-server (-c / -np), never below the floor', () => {
-    expect([1, 2, 4, 8, 16, 64].map((p) => sequenceContextSize(4096, p))).toEqual([4096, 4096, 4096, 2048, 1024, 512]);
-    // The catalog's Qwen3 context: one sequence gets all of it, 8 share it.
-    expect([1, 2, 4, 8].map((p) => sequenceContextSize(8192, p))).toEqual([8192, 8192, 4096, 2048]);
-    // An asked-for long context is a total budget shared by the sequences.
-    expect(sequenceContextSize(40_960, 4)).toBe(10_240);
-    // A model whose whole context is small keeps it.
-    expect(sequenceContextSize(256, 16)).toBe(256);
-  });
-});
+it('an explicit size is shared by the sequences of a split cache', async () => {
+  server = await startTestServer({ engine: { threads: 1, parallel: 8, isolation: 'server', contextSizes: { all: 4096, models: {} } } });
+  await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+  expect(await complete(server)).toBe(200);
+  expect(server.logs.some((l) => l.includes('context plan: 8 sequences × 512 tokens') && l.includes('--ctx-size 4096; shared by 8 sequences'))).toBe(true);
+  const lease = await server.engine.acquire<LlamaChatModel>(CHAT_MODEL_ID, ['chat']);
+  try {
+    expect(lease.model.contextSize).toBe(512);
+  } finally {
+    lease.release();
+  }
+}, 30_000);

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestServer } from '../helpers/server.js';
-import { CHAT_MODEL_ID, NEVER_END, startChatServer, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
+import { CHAT_MODEL_ID, NEVER_END, startChatServer, THINK_BIAS, TOKENS, tinyQwen3File } from '../helpers/chat-model.js';
 
 /** Extensions of the request body that the openai SDK passes through untouched. */
 type Extended<T> = T & { thinking_enabled?: boolean; thinking_tokens?: number; top_k?: number };
@@ -19,7 +19,6 @@ afterAll(async () => {
 });
 
 const base = { model: CHAT_MODEL_ID, temperature: 0 } as const;
-const THINK_BIAS = { [TOKENS.think]: 4.5, [TOKENS.newline]: 3, [TOKENS.endThink]: -100, ...NEVER_END };
 
 describe('POST /v1/chat/completions through the openai client', () => {
   it('lists the chat model', async () => {

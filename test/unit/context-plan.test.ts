@@ -37,7 +37,7 @@ describe('requestedContext', () => {
 
   it('takes the kind default when nothing is asked, never marked explicit', () => {
     expect(requestedContext(installed(), options(), 'embedding')).toEqual({ tokens: 8192, explicit: false, source: 'default 8192' });
-    expect(requestedContext(installed(), options(), 'chat').tokens).toBe(4096);
+    expect(requestedContext(installed(), options(), 'chat').tokens).toBe(65_536);
   });
 
   it('a size set at pull on a user file is explicit; a catalog default is not', () => {
@@ -76,6 +76,19 @@ describe('planContext', () => {
     expect(plan).toMatchObject({ contexts: 1, contextSize: 4096 });
     expect(plan.bytes).toBeLessThanOrEqual(6 * MiB);
     expect(plan.adjusted).toMatch(/context 4096 instead of 8192, 1 context instead of 4 to fit the 6\.0 MB budget/);
+  });
+
+  it('a chat context takes an 8-bit KV cache before it takes fewer tokens, explicit or not', async () => {
+    // The KV cache: 1 MiB per 1024 tokens at f16, half that at q8_0; the compute buffer as before.
+    const estimate: PlanInput['estimate'] = async ({ contextSize, batchSize, kvType }) => ((contextSize / 1024) * MiB) / (kvType === 'q8_0' ? 2 : 1) + (batchSize / 512) * MiB;
+    const chat = (budgetBytes: number, request = { tokens: 40960, explicit: false, source: 'default 65536' }) =>
+      planContext(input({ request, maxContexts: 1, kvTypes: ['f16', 'q8_0'], estimate, budgetBytes }));
+    expect(await chat(64 * MiB)).toMatchObject({ contextSize: 40960, kvType: 'f16' });
+    const eight = await chat(30 * MiB);
+    expect(eight).toMatchObject({ contextSize: 40960, kvType: 'q8_0' });
+    expect(eight.adjusted).toMatch(/a q8_0 KV cache to fit/);
+    expect(await chat(15 * MiB)).toMatchObject({ contextSize: 20480, kvType: 'q8_0' });
+    expect(await chat(30 * MiB, { tokens: 40960, explicit: true, source: '--ctx-size 40960' })).toMatchObject({ contextSize: 40960, kvType: 'q8_0' });
   });
 
   it('an explicit size is never shrunk: fewer contexts, or an error with the numbers', async () => {

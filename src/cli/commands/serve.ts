@@ -5,10 +5,11 @@ import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { filesLocation } from '../files-location.js';
 import { checkDatabaseUrl, redactUrl } from '../../core/state/open.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
-import { collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
+import { CACHE_RAM_HELP, collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;
+  strictTools?: boolean;
   port: string;
   apiKey?: string;
   cors?: boolean | string;
@@ -49,6 +50,8 @@ export function serveCommand(): Command {
     .option('--max-queue <n>', 'requests that may wait for a busy model before 503', '64')
     .option('--threads <n>', 'CPU threads per model (0 = runtime default)')
     .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
+    .option('--cache-ram <size>', CACHE_RAM_HELP)
+    .option('--strict-tools', 'refuse (400) tools that the provider\'s own servers run (web search, code execution, hosted MCP…) instead of leaving them out of what the model sees')
     .option('--max-body <size>', 'largest JSON request body', '64mb')
     .option('--max-upload <size>', 'largest uploaded file (multipart)', '256mb')
     .addOption(new Option('--allow-remote-input <list>').hideHelp())
@@ -123,6 +126,7 @@ Examples:
         maxBodyBytes,
         maxUploadBytes,
         logFormat: flags.logFormat,
+        strictTools: Boolean(flags.strictTools),
         metrics: Boolean(flags.metrics),
         ui: flags.ui,
         hfToken,

@@ -57,6 +57,14 @@ export interface ChatTool {
   description?: string;
   /** JSON schema of the arguments object. */
   parameters?: Record<string, unknown>;
+  /**
+   * Callable, but left out of the tool list the prompt begins with: the
+   * conversation itself brought its definition in where a tool search
+   * found it (Anthropic's tool_reference, the Responses API's
+   * tool_search_output), so that the prompt before that point, and the
+   * cache of it, stays the same.
+   */
+  deferred?: boolean;
 }
 
 export type ChatToolChoice = 'auto' | 'none' | 'required' | { name: string };
@@ -105,7 +113,7 @@ export interface ChatUsage {
 
 export type ChatDelta =
   /** First, once the request holds a sequence: the prompt size is known, generation starts. */
-  | { type: 'start'; promptTokens: number }
+  | { type: 'start'; promptTokens: number; cachedPromptTokens: number }
   | { type: 'reasoning'; text: string }
   | { type: 'content'; text: string }
   | { type: 'tool_call'; index: number; call: ChatToolCall }
@@ -113,7 +121,13 @@ export type ChatDelta =
 
 /** What a chat backend's loaded model offers the task. */
 export interface ChatModel extends LoadedModel {
+  /** Tokens one conversation may hold: its prompt and answer together. */
+  readonly contextSize: number;
   generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta>;
+  /** Tokens the request's prompt takes (its messages and tools, as the model's template renders them). */
+  countTokens(request: ChatRequest): Promise<number>;
+  /** Tokens each text takes, as plain text. */
+  tokenCounts(texts: readonly string[]): Promise<number[]>;
   /**
    * Evaluates the prompt of `request` ahead of time into the sequence a
    * request continuing its conversation will be given, so that one only
@@ -178,6 +192,16 @@ export async function* chat(engine: Engine, request: ChatRequest, signal: AbortS
   } finally {
     lease.release();
   }
+}
+
+/** The tokens `request`'s prompt takes on its model (Anthropic's count_tokens; context edits' thresholds). */
+export async function countChatTokens(engine: Engine, request: ChatRequest): Promise<number> {
+  return engine.withModel<ChatModel, number>(request.model, ['chat'], (model) => model.countTokens(request), { keepAliveMs: request.keepAliveMs });
+}
+
+/** The tokens each text takes on `model`. */
+export async function chatTokenCounts(engine: Engine, model: string, texts: readonly string[]): Promise<number[]> {
+  return texts.length === 0 ? [] : engine.withModel<ChatModel, number[]>(model, ['chat'], (loaded) => loaded.tokenCounts(texts));
 }
 
 /**

@@ -30,6 +30,8 @@ export function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem
         break;
       case 'assistant': {
         const turn = modelTurn();
+        // Its reasoning, where the client gave it back: the template keeps what its model would see (the turn in progress).
+        if (message.reasoning) turn.response.push({ type: 'segment', segmentType: 'thought', text: message.reasoning, ended: true });
         if (message.content) turn.response.push(message.content);
         for (const call of message.toolCalls ?? []) {
           const item = { type: 'functionCall' as const, name: call.name, params: parseArguments(call.arguments, index), result: undefined as unknown };

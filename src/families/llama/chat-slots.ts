@@ -58,6 +58,19 @@ export class SlotPool<T> {
     });
   }
 
+  /** Whether `slot` is free now. */
+  isFree(slot: T): boolean {
+    return this.free.includes(slot);
+  }
+
+  /** Takes `slot` out of the pool when it is free and nobody waits (work on an idle slot: give it back with release). */
+  takeIdle(slot: T): boolean {
+    const at = this.free.indexOf(slot);
+    if (at < 0 || this.waiters.length > 0) return false;
+    this.free.splice(at, 1);
+    return true;
+  }
+
   release(slot: T): void {
     this.free.push(slot);
     const next = this.waiters.shift();

@@ -23,14 +23,16 @@ export class ChatWrappers {
 
   constructor(private readonly model: LlamaModel) {}
 
-  get(variant: WrapperVariant): ChatWrapper {
-    const key = `${variant.thinking}:${variant.effort}:${variant.requireFunctionCall}`;
-    let wrapper = this.cache.get(key);
-    if (!wrapper) {
-      wrapper = steerResponseStart(bosAsTheModelAsks(this.resolve(variant), this.model), variant);
-      this.cache.set(key, wrapper);
+  /** The wrapper for `variant`; `listed`, when given, keeps functions out of the prompt's tool list (listingOnly). */
+  get(variant: WrapperVariant, listed?: (name: string) => boolean): ChatWrapper {
+    const key = `${variant.thinking}:${variant.effort}`;
+    let base = this.cache.get(key);
+    if (!base) {
+      base = bosAsTheModelAsks(this.resolve(variant), this.model);
+      this.cache.set(key, base);
     }
-    return wrapper;
+    // Steering sees every function the generation may call, whatever the prompt lists.
+    return steerResponseStart(listed ? listingOnly(base, listed) : base, variant);
   }
 
   private resolve({ thinking, effort }: WrapperVariant): ChatWrapper {
@@ -92,4 +94,20 @@ function steerResponseStart(inner: ChatWrapper, variant: WrapperVariant): ChatWr
     };
   };
   return steered;
+}
+
+/**
+ * The wrapper, listing in the prompt only the functions `listed` keeps
+ * (deferred tools are callable but brought in by the conversation where a
+ * tool search found them: core/tasks/chat.ts ChatTool.deferred). What the
+ * model may call is decided apart from this, by the functions given to the
+ * generation.
+ */
+function listingOnly(inner: ChatWrapper, listed: (name: string) => boolean): ChatWrapper {
+  const wrapped = Object.create(inner) as ChatWrapper;
+  wrapped.generateContextState = (options): ChatWrapperGeneratedContextState => {
+    const functions = options.availableFunctions && Object.fromEntries(Object.entries(options.availableFunctions).filter(([name]) => listed(name)));
+    return inner.generateContextState.call(wrapped, { ...options, availableFunctions: functions && Object.keys(functions).length ? functions : undefined });
+  };
+  return wrapped;
 }

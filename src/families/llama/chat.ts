@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import {
   LlamaChat,
   TokenBias,
-  type ChatHistoryItem,
   type ChatModelFunctions,
   type GbnfJsonSchema,
   type LlamaChatResponse,
@@ -15,80 +13,130 @@ import {
   type LLamaChatGenerateResponseOptions,
   type Token,
 } from 'node-llama-cpp';
-import type { Loader, LoadOptions } from '../../core/loader.js';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
-import type { InstalledModel } from '../../core/store.js';
 import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type FinishReason } from '../../core/tasks/chat.js';
-import { describeRuntime, loadGguf, threadsFor, vocabularySize } from '../../runtimes/llama/runtime.js';
-import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextPlan } from '../../runtimes/llama/context-plan.js';
+import { vocabularySize } from '../../runtimes/llama/runtime.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
-import { QueueFullError, SlotPool } from './chat-slots.js';
+import { QueueFullError } from './chat-slots.js';
 import { PushQueue } from '../../core/push-queue.js';
 import { ChatWrappers } from './chat-wrapper.js';
-import { installDecodeGate, type DecodeGate } from '../../runtimes/llama/decode-gate.js';
-import { sampleAfterReorder } from '../../runtimes/llama/output-reorder.js';
-import { MediaProjector, type RequestMedia } from '../../runtimes/llama/mtmd.js';
+import type { DecodeGate } from '../../runtimes/llama/decode-gate.js';
+import { KvCacheFullError, type KvCells } from '../../runtimes/llama/kv-cells.js';
+import type { MediaProjector, RequestMedia } from '../../runtimes/llama/mtmd.js';
+import type { SequenceStateCache } from '../../runtimes/llama/state-cache.js';
+import { ConversationSlots, type Slot } from './conversation-slots.js';
 
 /**
  * The llama.cpp chat backend: one model, one context with `parallel`
- * sequences, and a pool handing a sequence to each request (queueing beyond,
- * 503 beyond the queue). Requests on different sequences are decoded in the
- * same batches by node-llama-cpp, so they really run at the same time, in
- * lock step (decode-gate.ts: each batch carries every generating sequence). A
- * sequence keeps its tokens between requests, and a request is given the
- * free sequence that already holds most of its conversation, so the next
- * turn only evaluates what is new. A model registered with its projector
- * takes images and audio in user turns (runtimes/llama/mtmd.ts).
+ * sequences, and ConversationSlots handing a sequence to each request
+ * (queueing beyond, 503 beyond the queue). Requests on different sequences
+ * are decoded in the same batches, so they really run at the same time, in
+ * lock step (decode-gate.ts: each batch carries every generating sequence).
+ * A sequence keeps its tokens between requests, and a request is given the
+ * free sequence that already holds most of its conversation (or the
+ * conversation is restored from host memory), so the next turn only
+ * evaluates what is new. A conversation longer than a default-sized context
+ * grows the context (a new one, the sequences' conversations carried over
+ * through the host cache) where the memory budget allows. A model
+ * registered with its projector takes images and audio in user turns
+ * (runtimes/llama/mtmd.ts). The loader is chat-loader.ts.
  */
 
-interface Slot {
-  /** The sequence's id in the context (0 … parallel − 1). */
-  index: number;
-  sequence: LlamaContextSequence;
-  /** Fingerprints of the messages (and reply) the sequence holds now. */
-  held: string[];
-  /** When a request last took it (performance.now()); 0 never. */
-  lastUsed: number;
+/** What the loader chose for a context, as the model reports and enforces it. */
+export interface ChatContextInfo {
+  /** Tokens one conversation may hold. */
+  contextSize: number;
+  trainContextSize: number;
+  /** Asked for (`--ctx-size`, a size set at pull): never grown. */
+  explicit: boolean;
+  /** Where the size came from, for errors. */
+  source: string;
+  /** One KV cache shared by the sequences (`cells` counts it), or one each. */
+  unified: boolean;
+  sequences: number;
+  cells?: KvCells;
+  /** Estimated bytes of the context (its KV cache is allocated whole at creation). */
+  bytes: number;
 }
+
+/** A context and what serves requests on it; replaced whole when the context grows. */
+export interface ChatContextState {
+  context: LlamaContext;
+  info: ChatContextInfo;
+  gate: DecodeGate;
+  slots: ConversationSlots;
+}
+
+export interface ChatModelOptions {
+  temperature?: number;
+  log: (message: string) => void;
+  /** Conversations kept in host memory (also what carries them into a grown context). */
+  cache?: SequenceStateCache;
+  /** A context of this many tokens per conversation, ready to serve; absent where the size is the user's. */
+  grow?: (tokens: number) => Promise<ChatContextState>;
+}
+
+/** Tokens of answer room made for a request beside its prompt (more is used when free; see ConversationSlots). */
+const EXPECTED_ANSWER_TOKENS = 4096;
 
 export class LlamaChatModel implements ChatModel {
   private readonly wrappers: ChatWrappers;
   private jsonGrammar: Promise<LlamaGrammar> | undefined;
   /** Running generations by their caller's name (ChatRequest.generationId), for hold: their sequence, what stops them, and what resumes one held. */
-  private readonly generations = new Map<string, { slot: Slot; stopped: AbortSignal; resume?: () => void }>();
+  private readonly generations = new Map<string, { slot: Slot; gate: DecodeGate; stopped: AbortSignal; resume?: () => void }>();
   /** Warm-ups under way (prefill): the messages each evaluates, and when it is done. */
   private readonly prefilling = new Set<{ fingerprints: readonly string[]; done: Promise<void> }>();
+  /** A context growing: requests wait for it before they take a sequence. */
+  private growing: Promise<void> | undefined;
 
   constructor(
     readonly model: LlamaModel,
-    readonly context: LlamaContext,
-    private readonly pool: SlotPool<Slot>,
-    private readonly gate: DecodeGate,
-    private readonly defaults: { temperature?: number; contextBytes: number },
-    private readonly projector?: MediaProjector,
+    private state: ChatContextState,
+    private readonly projector: MediaProjector | undefined,
+    private readonly options: ChatModelOptions,
   ) {
     this.wrappers = new ChatWrappers(model);
   }
 
+  get context(): LlamaContext {
+    return this.state.context;
+  }
+
   get memoryBytes(): number {
     // context.stateSize is 0 until tokens are evaluated, but the KV cache is allocated whole at creation.
-    return this.model.size + Math.max(this.context.stateSize, this.defaults.contextBytes) + (this.projector?.bytes ?? 0);
+    return this.model.size + Math.max(this.state.context.stateSize, this.state.info.bytes) + (this.projector?.bytes ?? 0);
   }
 
   get contextSize(): number {
-    return this.context.contextSize;
+    return this.state.info.contextSize;
   }
 
   /** Requests waiting for a free sequence right now. */
   get queued(): number {
-    return this.pool.waiting;
+    return this.state.slots.pool.waiting;
   }
 
   async dispose(): Promise<void> {
-    this.pool.rejectAll(new OverloadedError('The model was unloaded while this request waited.'));
+    this.state.slots.pool.rejectAll(new OverloadedError('The model was unloaded while this request waited.'));
     await this.projector?.dispose();
-    await this.context.dispose();
+    await this.state.context.dispose();
+    await this.options.cache?.dispose();
     await this.model.dispose();
+  }
+
+  async countTokens(request: ChatRequest): Promise<number> {
+    const media = await this.prepareMedia(request);
+    try {
+      const messages = media ? request.messages.map((m, i) => ({ ...m, content: media.contents[i]! })) : request.messages;
+      const { prompt } = this.promptOf(request, messages);
+      return prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
+    } finally {
+      media?.release();
+    }
+  }
+
+  async tokenCounts(texts: readonly string[]): Promise<number[]> {
+    return texts.map((text) => this.model.tokenize(text).length);
   }
 
   async *generate(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
@@ -114,24 +162,23 @@ export class LlamaChatModel implements ChatModel {
   }
 
   async prefill(request: ChatRequest, signal: AbortSignal): Promise<void> {
+    await this.growing;
+    const { slots, gate, info } = this.state;
     // Never queued (a warm-up that would wait is late), and with several sequences one stays free for whatever request comes meanwhile.
-    const keepFree = this.pool.size > 1 ? 1 : 0;
-    if (request.messages.some((m) => m.media?.length) || this.pool.available <= keepFree || this.pool.waiting > 0) return;
+    const keepFree = slots.pool.size > 1 ? 1 : 0;
+    if (request.messages.some((m) => m.media?.length) || slots.pool.available <= keepFree || slots.pool.waiting > 0) return;
     const { prompt } = this.promptOf(request, request.messages);
-    if (prompt.length >= this.context.contextSize) return;
+    if (prompt.length >= info.contextSize) return;
     const fingerprints = request.messages.map((m) => fingerprint(m));
-    const slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));
+    const slot = await slots.take(prompt, (free) => pickSlot(free, fingerprints), { growth: 0, signal });
     const done = (async () => {
       try {
-        // What the sequence holds beyond the common prefix goes; the rest of the prompt is evaluated.
-        await slot.sequence.adaptStateToTokens(prompt, false);
-        slot.held = [];
         const from = slot.sequence.nextTokenIndex;
         if (from < prompt.length && !signal.aborted) await slot.sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(from));
         slot.held = fingerprints;
       } finally {
-        this.gate.leave(slot.sequence);
-        this.pool.release(slot);
+        gate.leave(slot.sequence);
+        slots.release(slot);
       }
     })();
     const entry = { fingerprints, done };
@@ -154,7 +201,7 @@ export class LlamaChatModel implements ChatModel {
     // A generation stopped while held (a barge-in) stops at once, not when the hold runs out.
     generation.stopped.addEventListener('abort', resume, { once: true });
     generation.resume = resume;
-    this.gate.pause(generation.slot.sequence, until);
+    generation.gate.pause(generation.slot.sequence, until);
   }
 
   async resume(generationId: string): Promise<void> {
@@ -166,15 +213,68 @@ export class LlamaChatModel implements ChatModel {
     const history = toChatHistory(messages);
     const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== 'none';
     const functions = useTools ? this.functionsFor(request) : undefined;
-    const wrapper = this.wrappers.get({
-      thinking: request.thinking,
-      effort: request.reasoningEffort,
-      requireFunctionCall: functions !== undefined && (request.toolChoice === 'required' || typeof request.toolChoice === 'object'),
-    });
+    const deferred = (request.tools ?? []).filter((tool) => tool.deferred).map((tool) => tool.name);
+    const wrapper = this.wrappers.get(
+      {
+        thinking: request.thinking,
+        effort: request.reasoningEffort,
+        requireFunctionCall: functions !== undefined && (request.toolChoice === 'required' || typeof request.toolChoice === 'object'),
+      },
+      deferred.length ? (name) => !deferred.includes(name) : undefined,
+    );
     const prompt = wrapper
       .generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true })
       .contextText.tokenize(this.model.tokenizer);
     return { history, functions, wrapper, prompt };
+  }
+
+  /**
+   * Makes sure a conversation of `promptTokens` fits the context, growing a
+   * default-sized context (to the next doubling with room for an answer, at
+   * most the training context) where the memory budget allows; otherwise a
+   * 400 that says the real limit and what raises it.
+   */
+  private async fit(promptTokens: number): Promise<void> {
+    await this.growing;
+    const info = this.state.info;
+    if (promptTokens < info.contextSize) return;
+    const grow = this.options.grow;
+    if (!grow || info.contextSize >= info.trainContextSize) throw contextExceeded(promptTokens, info);
+    let target = info.contextSize;
+    while (target < promptTokens + Math.min(EXPECTED_ANSWER_TOKENS, promptTokens / 4)) target *= 2;
+    target = Math.min(target, info.trainContextSize);
+    if (!this.growing) {
+      this.growing = this.regrow(grow, target).finally(() => (this.growing = undefined));
+    }
+    try {
+      await this.growing;
+    } catch (error) {
+      throw contextExceeded(promptTokens, info, error);
+    }
+    if (promptTokens >= this.state.info.contextSize) await this.fit(promptTokens);
+  }
+
+  /** Replaces the context by one of `tokens` per conversation once every sequence is free; what they held goes to the host cache first, to be restored into the new one. */
+  private async regrow(grow: (tokens: number) => Promise<ChatContextState>, tokens: number): Promise<void> {
+    const old = this.state;
+    const never = new AbortController().signal;
+    const taken: Slot[] = [];
+    for (let i = 0; i < old.slots.pool.size; i++) taken.push(await old.slots.pool.acquire(never));
+    const started = Date.now();
+    try {
+      if (this.options.cache) for (const slot of taken) if (slot.sequence.nextTokenIndex > 0) await this.options.cache.save(slot.sequence).catch(() => {});
+      await old.context.dispose();
+      try {
+        this.state = await grow(tokens);
+      } catch (error) {
+        // Back to a context of the old size, so the model keeps serving what fits it.
+        this.state = await grow(old.info.contextSize);
+        throw error;
+      }
+      this.options.log(`${this.model.fileInfo.metadata.general?.name ?? 'chat model'}: context grown from ${old.info.contextSize} to ${this.state.info.contextSize} tokens for a longer conversation in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    } finally {
+      old.slots.pool.rejectAll(new OverloadedError('The context was replaced while this request waited: send it again.'));
+    }
   }
 
   private async *generateWith(request: ChatRequest, media: RequestMedia | undefined, signal: AbortSignal): AsyncIterable<ChatDelta> {
@@ -184,22 +284,19 @@ export class LlamaChatModel implements ChatModel {
     const grammar = await this.grammarFor(request, functions !== undefined);
     // KV cells, which is what the context holds and what llama.cpp's server counts: a media item's embeddings, not its positions.
     const promptTokens = prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
-    const room = this.context.contextSize - promptTokens;
-    if (room <= 0) {
-      throw new InvalidRequestError(`The conversation is ${promptTokens} tokens; this model's context holds ${this.context.contextSize}.`, {
-        param: 'messages',
-        code: 'context_length_exceeded',
-      });
-    }
+    await this.fit(promptTokens);
+    const { slots, gate, info } = this.state;
+    const room = info.contextSize - promptTokens;
     const tokenBias = this.tokenBiasFor(request);
     const fingerprints = request.messages.map((m, i) => fingerprint(m, media?.hashes[i]));
 
     // A warm-up under way of this conversation (all but its last message, the turn it left open, the same): the sequence it fills is the one to take.
     const warming = [...this.prefilling].filter((p) => p.fingerprints.slice(0, -1).every((f, i) => f === fingerprints[i]));
     if (warming.length > 0) await Promise.allSettled(warming.map((p) => p.done));
+    const maxTokens = Math.min(request.maxTokens ?? room, room);
     let slot: Slot;
     try {
-      slot = await this.pool.acquire(signal, (free) => pickSlot(free, fingerprints));
+      slot = await slots.take(prompt, (free) => pickSlot(free, fingerprints), { growth: Math.min(maxTokens, EXPECTED_ANSWER_TOKENS), signal });
       slot.lastUsed = performance.now();
     } catch (error) {
       if (error instanceof QueueFullError) throw new OverloadedError();
@@ -210,9 +307,9 @@ export class LlamaChatModel implements ChatModel {
     const stop = new AbortController();
     const abort = AbortSignal.any([signal, stop.signal]);
     const { generationId } = request;
-    if (generationId) this.generations.set(generationId, { slot, stopped: abort });
+    if (generationId) this.generations.set(generationId, { slot, gate, stopped: abort });
     const queue = new PushQueue<ChatDelta>();
-    queue.push({ type: 'start', promptTokens });
+    queue.push({ type: 'start', promptTokens, cachedPromptTokens });
     const chat = new LlamaChat({ contextSequence: slot.sequence, chatWrapper: wrapper });
     const outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
     let content = '';
@@ -232,11 +329,12 @@ export class LlamaChatModel implements ChatModel {
       content += text;
       queue.push({ type: 'content', text });
     };
-    let calls = 0;
+    const calls: Array<{ id: string; name: string; arguments: string }> = [];
+    const usage = () => ({ promptTokens, cachedPromptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore, reasoningTokens });
     const options: LLamaChatGenerateResponseOptions<ChatModelFunctions | undefined> = {
       signal: abort,
       stopOnAbortSignal: true,
-      maxTokens: Math.min(request.maxTokens ?? room, room),
+      maxTokens,
       ...this.sampling(request),
       tokenBias,
       customStopTriggers: request.stop?.length ? request.stop : undefined,
@@ -248,28 +346,28 @@ export class LlamaChatModel implements ChatModel {
             documentFunctionParams: true,
             maxParallelFunctionCalls: request.parallelToolCalls === false ? 1 : undefined,
             onFunctionCall: (call) => {
-              queue.push({
-                type: 'tool_call',
-                index: calls++,
-                call: { id: `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`, name: call.functionName, arguments: JSON.stringify(call.params ?? {}) },
-              });
+              const made = { id: `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`, name: call.functionName, arguments: JSON.stringify(call.params ?? {}) };
+              calls.push(made);
+              queue.push({ type: 'tool_call', index: calls.length - 1, call: made });
             },
           }
         : { grammar }),
     };
-    const done = chat.generateResponse(history, options).finally(() => this.gate.leave(slot.sequence)).then(
+    const done = chat.generateResponse(history, options).finally(() => gate.leave(slot.sequence)).then(
       (response) => {
-        queue.push({
-          type: 'done',
-          ...finishOf(response),
-          usage: { promptTokens, cachedPromptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore, reasoningTokens },
-        });
+        queue.push({ type: 'done', ...finishOf(response), usage: usage() });
         queue.end();
-        slot.held = [...fingerprints, fingerprint({ role: 'assistant', content })];
+        slot.held = [...fingerprints, fingerprint({ role: 'assistant', content, toolCalls: calls })];
       },
       (error: unknown) => {
         slot.held = [];
-        queue.fail(error);
+        // The shared KV cache had no room for the next token (other conversations fill it): the answer ends there.
+        if (error instanceof KvCacheFullError) {
+          queue.push({ type: 'done', finishReason: 'length', stopSequence: null, usage: usage() });
+          queue.end();
+        } else {
+          queue.fail(error);
+        }
       },
     );
     try {
@@ -283,12 +381,12 @@ export class LlamaChatModel implements ChatModel {
       }
       await done;
       chat.dispose({ disposeSequence: false });
-      this.pool.release(slot);
+      slots.release(slot);
     }
   }
 
   private sampling(request: ChatRequest): Pick<LLamaChatGenerateResponseOptions, 'temperature' | 'topP' | 'topK' | 'minP' | 'seed' | 'repeatPenalty'> {
-    const temperature = request.temperature ?? this.defaults.temperature ?? 0.8;
+    const temperature = request.temperature ?? this.options.temperature ?? 0.8;
     const penalties = (request.presencePenalty ?? 0) !== 0 || (request.frequencyPenalty ?? 0) !== 0;
     return {
       temperature,
@@ -352,6 +450,23 @@ export class LlamaChatModel implements ChatModel {
 }
 
 /**
+ * The 400 for a conversation the context cannot hold: the real limit per
+ * conversation, and what would raise it.
+ */
+function contextExceeded(promptTokens: number, info: ChatContextInfo, growthFailed?: unknown): InvalidRequestError {
+  const holds = `The conversation is ${promptTokens} tokens; this model's context holds ${info.contextSize} per conversation`;
+  const why =
+    info.contextSize >= info.trainContextSize
+      ? `, the most it was trained for. Shorten the conversation`
+      : info.explicit
+        ? ` (${info.source}). Raise it with \`lserve serve --ctx-size <model>=<tokens>\` (the model was trained for ${info.trainContextSize})`
+        : growthFailed
+          ? ` and could not grow: ${(growthFailed as Error).message ?? String(growthFailed)}`
+          : '';
+  return new InvalidRequestError(`${holds}${why}.`, { param: 'messages', code: 'context_length_exceeded' });
+}
+
+/**
  * A bias on an end-of-generation token (<|im_end|>, <|endoftext|>): what
  * OpenAI's logit_bias and llama.cpp's server do with it, ban or force the end.
  * node-llama-cpp's TokenBias.set skips these tokens without a word, so the
@@ -383,9 +498,15 @@ function reusedTokens(sequence: LlamaContextSequence, prompt: Token[]): number {
   return Math.max(0, Math.min(sequence.compareContextTokens(prompt).firstDifferentIndex, prompt.length - 1));
 }
 
-/** A message as the prompt cache tells messages apart: its images and audio by the hash of their decoded content. */
-function fingerprint(message: { role: string; content: string; toolCalls?: unknown; toolCallId?: string }, media?: readonly string[]): string {
-  return JSON.stringify([message.role, message.content, message.toolCalls ?? null, message.toolCallId ?? null, ...(media?.length ? [media] : [])]);
+/**
+ * A message as the prompt cache tells messages apart: what the template
+ * renders of it (not call ids, which each API spells its own way, nor
+ * earlier reasoning, which clients often leave out and templates drop);
+ * its images and audio by the hash of their decoded content.
+ */
+function fingerprint(message: { role: string; content: string; toolCalls?: ReadonlyArray<{ name: string; arguments: string }> }, media?: readonly string[]): string {
+  const calls = message.toolCalls?.length ? message.toolCalls.map((call) => [call.name, call.arguments]) : null;
+  return JSON.stringify([message.role, message.content, calls, ...(media?.length ? [media] : [])]);
 }
 
 /**
@@ -417,114 +538,4 @@ export function pickSlot<S extends { index: number; held: readonly string[]; las
 function outranks(a: readonly number[], b: readonly number[]): boolean {
   const at = a.findIndex((x, i) => x !== b[i]);
   return at >= 0 && a[at]! > b[at]!;
-}
-
-/**
- * Per-sequence context for `parallel` sequences. The KV cache is allocated
- * (and zero-filled) up front for every sequence, so its size is
- * sequences × per-sequence tokens: on Qwen3-0.6B (112 KiB of f16 KV per
- * token) 8 × 4096 is 3.5 GiB and 8 × 8192 (the catalog's context_size) 7 GiB,
- * measured at 6–12 s and 26 s of page faulting on a 2-core machine before the
- * first token, with nothing logged. Like llama-server, which divides `-c` by
- * `-np`, the sequences therefore share a budget: the larger of the model's
- * context and CONTEXT_BUDGET tokens. Up to 4 sequences keep the default 4096
- * each; 8 get 2048, 16 get 1024; one sequence always gets the full requested
- * context. Never below MIN_CONTEXT (or the request, if smaller).
- */
-export function sequenceContextSize(requested: number, parallel: number): number {
-  const budget = Math.max(requested, CONTEXT_BUDGET);
-  const share = Math.floor(budget / Math.max(1, parallel));
-  return Math.min(requested, Math.max(share, Math.min(requested, MIN_CONTEXT)));
-}
-
-const CONTEXT_BUDGET = 16_384;
-
-export const chatLoader: Loader<LlamaChatModel> = {
-  async load(installed: InstalledModel, options: LoadOptions): Promise<LlamaChatModel> {
-    const file = installed.files.model ?? Object.values(installed.files)[0];
-    if (!file) throw new Error(`model '${installed.id}' has no GGUF file`);
-    const log = options.log ?? (() => {});
-    const model = await loadGguf(file);
-    const parallel = Math.max(1, options.parallel ?? 4);
-    const asked = requestedContext(installed, options, 'chat');
-    const requested = Math.min(model.trainContextSize, asked.tokens);
-    const perSequence = sequenceContextSize(requested, parallel);
-    const shared = perSequence < requested ? `; ${requested} shared by ${parallel} sequences` : '';
-    const request = { ...asked, tokens: perSequence, source: `${asked.source}${shared}` };
-    let plan: ContextPlan;
-    try {
-      plan = await planContext({
-        id: installed.id,
-        request,
-        trainContextSize: model.trainContextSize,
-        maxContexts: 1,
-        sequences: parallel,
-        batchFor: (size) => Math.min(DEFAULT_BATCH, size * parallel),
-        estimate: (shape) => estimateContextBytes(model, shape),
-        budgetBytes: contextBudget(model, options),
-        weightBytes: model.size,
-      });
-    } catch (error) {
-      await model.dispose();
-      throw error;
-    }
-    log(`${describePlan(installed.id, plan, request)}; llama.cpp binary: ${describeRuntime(model.llama)}`);
-    const started = Date.now();
-    let context: LlamaContext;
-    try {
-      context = await model.createContext({
-        sequences: parallel,
-        // A default size may still shrink to what node-llama-cpp finds free
-        // in RAM right now (logged below); an explicit one is created as asked
-        // or fails with node-llama-cpp's InsufficientMemoryError.
-        contextSize: request.explicit ? plan.contextSize : { min: Math.min(MIN_CONTEXT, plan.contextSize), max: plan.contextSize },
-        batchSize: plan.batchSize,
-        threads: threadsFor(options),
-        // The default remedy retries a failed creation 16 times, each time
-        // allocating a multi-GiB cache 16% smaller, silently; the plan above
-        // already chose a size that fits, so a failure is reported.
-        failedCreationRemedy: false,
-      });
-    } catch (error) {
-      await model.dispose();
-      throw error;
-    }
-    const seconds = ((Date.now() - started) / 1000).toFixed(1);
-    if (context.contextSize < plan.contextSize) {
-      log(`${installed.id}: context shrunk to fit free RAM: ${context.contextSize} tokens per sequence instead of ${plan.contextSize} (${seconds} s)`);
-    } else {
-      log(`${installed.id}: context ready in ${seconds} s: ${context.totalSequences} × ${context.contextSize} tokens, batch ${context.batchSize}`);
-    }
-    sampleAfterReorder(context);
-    let projector: MediaProjector | undefined;
-    try {
-      projector = await loadProjector(installed, model, context, options);
-    } catch (error) {
-      await context.dispose();
-      await model.dispose();
-      throw error;
-    }
-    const slots: Slot[] = Array.from({ length: parallel }, (_, index) => ({ index, sequence: context.getSequence(), held: [], lastUsed: 0 }));
-    const temperature = installed.entry.defaults.temperature;
-    // The decode gate goes on after the projector's hook, so that it wraps it and sees whole requests.
-    return new LlamaChatModel(model, context, new SlotPool(slots, options.maxQueue ?? 64), installDecodeGate(context), {
-      temperature: typeof temperature === 'number' ? temperature : undefined,
-      contextBytes: plan.bytes * (context.contextSize / plan.contextSize),
-    }, projector);
-  },
-};
-
-/** The model's projector (its mmproj file) on llama.cpp's multimodal library, where the binary has it; logs what the model takes. */
-async function loadProjector(installed: InstalledModel, model: LlamaModel, context: LlamaContext, options: LoadOptions): Promise<MediaProjector | undefined> {
-  const file = installed.files.mmproj;
-  if (!file) return undefined;
-  const log = options.log ?? (() => {});
-  const projector = await MediaProjector.load(model, file, threadsFor(options) ?? model.llama.cpuMathCores);
-  if (!projector) {
-    log(`${installed.id}: this llama.cpp binary (${describeRuntime(model.llama)}) has no multimodal library: the model answers text only`);
-    return undefined;
-  }
-  await projector.installDecode(context);
-  log(`${installed.id}: projector ${path.basename(file)} loaded: takes ${['text', ...projector.takes].join(', ')}`);
-  return projector;
 }

@@ -1,4 +1,4 @@
-import type { LlamaModel } from 'node-llama-cpp';
+import type { GgmlType, LlamaModel } from 'node-llama-cpp';
 import type { LoadOptions } from '../../core/loader.js';
 import { InsufficientMemoryError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
@@ -19,7 +19,10 @@ import { formatBytes } from '../../core/units.js';
 
 /** Tokens a context gets when nobody asked for a size (capped at the training context). */
 export const DEFAULT_CONTEXT: Record<'chat' | 'embedding' | 'rerank', number> = {
-  chat: 4096,
+  // Room for a coding agent's first request (≈ 12k tokens of system prompt and tools) and a long session after
+  // it: the training context up to this cap, as much of it as the memory budget holds (with an 8-bit KV cache
+  // before less than AGENT_CONTEXT); a conversation that outgrows it grows the context (families/llama).
+  chat: 65_536,
   // Long enough for whole documents; a causal embedder's KV cache costs
   // ~112 KiB a token at 0.6B size, so 8192 is ≈0.9 GiB per pooled context.
   embedding: 8192,
@@ -28,6 +31,15 @@ export const DEFAULT_CONTEXT: Record<'chat' | 'embedding' | 'rerank', number> = 
 
 /** No default shrinks below this many tokens. */
 export const MIN_CONTEXT = 512;
+
+/** Below this many tokens a default chat context takes an 8-bit KV cache before it shrinks further: agents' prompts need the room. */
+export const AGENT_CONTEXT = 32_768;
+
+/** ggml's Q8_0 type id (node-llama-cpp's GgmlType.Q8_0; a value import would load node-llama-cpp with this module). */
+const GGML_TYPE_Q8_0 = 8 as GgmlType;
+
+/** The KV cache's element type: llama.cpp's default, or 8 bits (half the memory; needs flash attention). */
+export type KvCacheType = 'f16' | 'q8_0';
 
 /** llama.cpp's default ubatch: tokens per decode when an input may span several. */
 export const DEFAULT_BATCH = 512;
@@ -71,12 +83,21 @@ export interface PlanInput {
   sequences: number;
   /** Batch for a context size: the whole context for models that must see an input in one batch. */
   batchFor(contextSize: number): number;
+  /** KV cache types to try at each size, in order (default f16 only). */
+  kvTypes?: readonly KvCacheType[];
   /** Bytes one context of this shape needs; undefined when it cannot be told. */
-  estimate(shape: { contextSize: number; batchSize: number; sequences: number }): Promise<number | undefined>;
+  estimate(shape: ContextShape): Promise<number | undefined>;
   /** Bytes all contexts together may take. */
   budgetBytes: number;
   /** Memory the weights already take, for the error message. */
   weightBytes: number;
+}
+
+export interface ContextShape {
+  contextSize: number;
+  batchSize: number;
+  sequences: number;
+  kvType?: KvCacheType;
 }
 
 export interface ContextPlan {
@@ -85,6 +106,7 @@ export interface ContextPlan {
   /** Tokens per sequence. */
   contextSize: number;
   batchSize: number;
+  kvType: KvCacheType;
   /** Estimated bytes of all contexts together (0 when unknown). */
   bytes: number;
   budgetBytes: number;
@@ -92,16 +114,21 @@ export interface ContextPlan {
   adjusted?: string;
 }
 
-/** Sizes to try, largest first: the request alone if explicit, else halvings down to MIN_CONTEXT. */
-function candidateSizes(request: ContextRequest, trainContextSize: number): number[] {
+/**
+ * Shapes to try, best first: the request alone if explicit, else halvings
+ * down to MIN_CONTEXT; at each size every KV type in turn, so that a
+ * smaller cache type is taken before a smaller context.
+ */
+function candidates(request: ContextRequest, trainContextSize: number, kvTypes: readonly KvCacheType[]): Array<{ contextSize: number; kvType: KvCacheType }> {
   const first = Math.max(1, Math.min(request.tokens, trainContextSize));
-  if (request.explicit) return [first];
   const sizes = [first];
-  for (let size = first; size > MIN_CONTEXT; ) {
-    size = Math.max(MIN_CONTEXT, Math.floor(size / 2));
-    sizes.push(size);
+  if (!request.explicit) {
+    for (let size = first; size > MIN_CONTEXT; ) {
+      size = Math.max(MIN_CONTEXT, Math.floor(size / 2));
+      sizes.push(size);
+    }
   }
-  return sizes;
+  return sizes.flatMap((contextSize) => kvTypes.map((kvType) => ({ contextSize, kvType })));
 }
 
 /**
@@ -112,15 +139,17 @@ function candidateSizes(request: ContextRequest, trainContextSize: number): numb
 export async function planContext(input: PlanInput): Promise<ContextPlan> {
   const { request, sequences } = input;
   let smallest: { contexts: number; contextSize: number; batchSize: number; bytes: number } | undefined;
-  for (const contextSize of candidateSizes(request, input.trainContextSize)) {
+  const kvTypes = input.kvTypes ?? ['f16'];
+  for (const { contextSize, kvType } of candidates(request, input.trainContextSize, kvTypes)) {
     const batchSize = input.batchFor(contextSize);
-    const each = await input.estimate({ contextSize, batchSize, sequences });
+    const each = await input.estimate({ contextSize, batchSize, sequences, kvType });
     for (let contexts = input.maxContexts; contexts >= 1; contexts--) {
       const bytes = (each ?? 0) * contexts;
       smallest = { contexts, contextSize, batchSize, bytes };
       if (each !== undefined && bytes > input.budgetBytes) continue;
       const changes = [
         contextSize < Math.min(request.tokens, input.trainContextSize) ? `context ${contextSize} instead of ${request.tokens}` : '',
+        kvType !== kvTypes[0] ? `a ${kvType} KV cache` : '',
         contexts < input.maxContexts ? `${contexts} context${contexts === 1 ? '' : 's'} instead of ${input.maxContexts}` : '',
       ].filter(Boolean);
       return {
@@ -128,6 +157,7 @@ export async function planContext(input: PlanInput): Promise<ContextPlan> {
         sequences,
         contextSize,
         batchSize,
+        kvType,
         bytes,
         budgetBytes: input.budgetBytes,
         adjusted: changes.length ? `${changes.join(', ')} to fit the ${formatBytes(input.budgetBytes)} budget` : undefined,
@@ -149,13 +179,11 @@ export function contextBudget(model: LlamaModel, options: LoadOptions): number {
 }
 
 /** node-llama-cpp's estimate of one context's RAM + VRAM (a llama.cpp dry run, milliseconds); undefined if it cannot tell. */
-export async function estimateContextBytes(
-  model: LlamaModel,
-  shape: { contextSize: number; batchSize: number; sequences: number },
-  isEmbeddingContext = false,
-): Promise<number | undefined> {
+export async function estimateContextBytes(model: LlamaModel, shape: ContextShape, isEmbeddingContext = false): Promise<number | undefined> {
   try {
-    const r = await model.fileInsights.estimateContextResourceRequirementsV2({ ...shape, modelGpuLayers: model.gpuLayers, isEmbeddingContext });
+    const { kvType, ...rest } = shape;
+    const cacheType = kvType === 'q8_0' ? { kvCacheKeyType: GGML_TYPE_Q8_0, kvCacheValueType: GGML_TYPE_Q8_0, flashAttention: true } : {};
+    const r = await model.fileInsights.estimateContextResourceRequirementsV2({ ...rest, ...cacheType, modelGpuLayers: model.gpuLayers, isEmbeddingContext });
     return r.cpuRam + r.gpuVram;
   } catch {
     return undefined;
@@ -167,5 +195,5 @@ export function describePlan(id: string, plan: ContextPlan, request: ContextRequ
   const contexts = plan.contexts > 1 ? `${plan.contexts} contexts × ` : '';
   const sequences = plan.sequences > 1 ? `${plan.sequences} sequences × ` : '';
   const memory = plan.bytes > 0 ? `≈${formatBytes(plan.bytes)} of a ${formatBytes(plan.budgetBytes)} budget` : 'memory unknown';
-  return `${id}: context plan: ${contexts}${sequences}${plan.contextSize} tokens, batch ${plan.batchSize}, ${memory} (${request.source}${plan.adjusted ? `; ${plan.adjusted}` : ''})`;
+  return `${id}: context plan: ${contexts}${sequences}${plan.contextSize} tokens, ${plan.kvType} KV cache, batch ${plan.batchSize}, ${memory} (${request.source}${plan.adjusted ? `; ${plan.adjusted}` : ''})`;
 }

@@ -1,4 +1,5 @@
 import type { LlamaContext, LlamaContextSequence } from 'node-llama-cpp';
+import { KvCacheFullError, type KvCells } from './kv-cells.js';
 
 /**
  * Lock-step decoding for the sequences of one context, as llama-server steps
@@ -37,7 +38,7 @@ import type { LlamaContext, LlamaContextSequence } from 'node-llama-cpp';
  * breaks the hook shows up there.
  */
 
-type DecodeRequest = { sequenceId: number; tokens?: readonly unknown[] };
+type DecodeRequest = { sequenceId: number; tokens?: readonly unknown[]; firstTokenSequenceIndex?: number };
 type DecodeFn = (request: DecodeRequest, ...rest: unknown[]) => Promise<unknown>;
 
 export interface DecodeGate {
@@ -56,7 +57,7 @@ export class LockStepGate {
   private readonly inFlight = new Set<number>();
   /** Result delivered; the sequence is sampling's consumer now and should come back with its next token. */
   private readonly processing = new Set<number>();
-  private held: Array<{ id: number; start: () => void }> = [];
+  private held: Array<{ id: number; start: () => void; fits: () => boolean; fail: (error: Error) => void }> = [];
   /** Paused sequences: their next decode waits for this. */
   private readonly paused = new Map<number, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
@@ -65,6 +66,8 @@ export class LockStepGate {
   constructor(
     private readonly decode: DecodeFn,
     private readonly maxWaitMs = DEFAULT_MAX_WAIT_MS,
+    /** A unified KV cache's cells: a decode it has no room for fails with KvCacheFullError instead of reaching llama.cpp. */
+    private readonly cells?: KvCells,
   ) {}
 
   request(request: DecodeRequest, rest: unknown[]): Promise<unknown> {
@@ -93,7 +96,8 @@ export class LockStepGate {
           },
         );
       };
-      this.held.push({ id, start });
+      const fits = () => this.cells?.tryDecode(id, request.firstTokenSequenceIndex ?? 0, request.tokens?.length ?? 1) ?? true;
+      this.held.push({ id, start, fits, fail: reject });
       this.update();
     });
   }
@@ -142,28 +146,39 @@ export class LockStepGate {
     this.held = [];
     // Queued in one synchronous pass, so node-llama-cpp batches them
     // together, in ascending sequence order (see the class comment).
-    for (const { start } of group) start();
+    for (const { start, fits, fail } of group) {
+      if (fits()) start();
+      else fail(new KvCacheFullError());
+    }
   }
 }
 
 const noGate: DecodeGate = { leave() {}, pause() {} };
 
 /** Installs a lock-step gate on a context's decode queue (see above); a no-op gate where the hook is missing. */
-export function installDecodeGate(context: LlamaContext, maxWaitMs = DEFAULT_MAX_WAIT_MS): DecodeGate {
+export function installDecodeGate(context: LlamaContext, options: { maxWaitMs?: number; cells?: KvCells } = {}): DecodeGate {
   const target = context as unknown as { _decodeTokens?: DecodeFn };
   const original = target._decodeTokens;
-  if (typeof original !== 'function') return noGate;
-  const gate = new LockStepGate(original.bind(context), maxWaitMs);
+  if (typeof original !== 'function') {
+    // Without the hook nothing could stop a decode that overfills a shared cache: such a context must not be made.
+    if (options.cells) throw new Error('this node-llama-cpp version has no decode hook: no unified KV cache');
+    return noGate;
+  }
+  const gate = new LockStepGate(original.bind(context), options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS, options.cells);
   target._decodeTokens = (request, ...rest) => gate.request(request, rest);
-  const idOf = (sequence: LlamaContextSequence) => (sequence as unknown as { _sequenceId?: unknown })._sequenceId;
   return {
     leave(sequence) {
-      const id = idOf(sequence);
-      if (typeof id === 'number') gate.leave(id);
+      gate.leave(sequenceIdOf(sequence));
     },
     pause(sequence, until) {
-      const id = idOf(sequence);
-      if (typeof id === 'number') gate.pause(id, until);
+      gate.pause(sequenceIdOf(sequence), until);
     },
   };
+}
+
+/** A sequence's id in its context, as decode requests name it (node-llama-cpp keeps it internal). */
+export function sequenceIdOf(sequence: LlamaContextSequence): number {
+  const id = (sequence as unknown as { _sequenceId?: unknown })._sequenceId;
+  if (typeof id !== 'number') throw new Error('this node-llama-cpp version hides the sequence id');
+  return id;
 }

@@ -128,7 +128,7 @@ export class Runners {
     try {
       const ready = (await runner.request({ t: 'init', loaderKey, installed, home: this.options.home }, 'ready')) as Extract<FromRunner, { t: 'ready' }>;
       if (ready.estimate !== undefined) await options.reserve?.(ready.estimate);
-      const wireOptions = { threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue, contextSizes: options.contextSizes, memoryBudgetBytes: options.memoryBudgetBytes };
+      const wireOptions = { threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue, contextSizes: options.contextSizes, memoryBudgetBytes: options.memoryBudgetBytes, cacheRamBytes: options.cacheRamBytes };
       const model = (await runner.request({ t: 'load', options: wireOptions, surface }, 'loaded')) as Extract<FromRunner, { t: 'loaded' }>;
       loaded = true;
       const state = this.runners.get(runner);

@@ -50,7 +50,7 @@ const latentDecoder = of<LatentDecoderModel>({ calls: ['decode'] });
 
 /** The kinds whose models run in runners (the streaming recognizers and sherpa voices run in sherpa-onnx's own supervised processes). */
 export const SURFACES: Partial<Record<ModelKind, Surface>> = {
-  chat: of<ChatModel>({ live: ['queued'], calls: ['prefill', 'hold', 'resume'], streams: ['generate'] }),
+  chat: of<ChatModel>({ live: ['queued', 'contextSize', 'memoryBytes'], calls: ['prefill', 'hold', 'resume', 'countTokens', 'tokenCounts'], streams: ['generate'] }),
   embedding: of<EmbeddingModel>({ props: ['dimensions', 'maxInputTokens', 'vocabularySize'], calls: ['tokenize', 'evaluatedLengths', 'embed'] }),
   rerank: of<RankingModel>({ props: ['maxInputTokens'], calls: ['tokenize', 'pairLengths', 'score'] }),
   ocr: of<OcrModel>({ calls: ['read'] }),

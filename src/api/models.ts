@@ -18,6 +18,38 @@ export interface ModelObject {
    * give it, so clients that read one read the other.
    */
   architecture?: { input_modalities: ('text' | MediaInput)[]; output_modalities: ['text'] };
+  /** Extension, text models while loaded: tokens one conversation (or input) may hold, as the load chose. */
+  context_length?: number;
+}
+
+/**
+ * GET /v1/models in Anthropic's shape (`ModelInfo`, a page of them), for
+ * requests that carry `anthropic-version` (the Anthropic SDKs) and at
+ * /v1/anthropic/v1/models: the chat models, the only ones its Messages API
+ * serves. What Anthropic's fields cannot tell here (lifecycle dates,
+ * capabilities) is null.
+ */
+export interface AnthropicModelInfo {
+  type: 'model';
+  id: string;
+  display_name: string;
+  /** RFC 3339. */
+  created_at: string;
+  /** The context as loaded; null until the model is. */
+  max_input_tokens: number | null;
+  max_tokens: number | null;
+  lifecycle: 'active';
+  line: null;
+  deprecated_at: null;
+  retires_at: null;
+  capabilities: null;
+}
+
+export interface AnthropicModelPage {
+  data: AnthropicModelInfo[];
+  has_more: boolean;
+  first_id: string | null;
+  last_id: string | null;
 }
 
 export interface ModelList {

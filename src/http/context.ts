@@ -7,6 +7,7 @@ import type { ServerMetrics } from './metrics.js';
 import type { ResponseStoreOptions, StateStore } from '../core/state/store.js';
 import type { Drain } from './drain.js';
 import type { FilesLocation, FileStores } from '../core/files/store.js';
+import type { Sealer } from '../core/sealed.js';
 
 /** Something GET /ready asks (readiness.ts): whether a dependency of the server can serve now. */
 export interface ReadinessCheck {
@@ -34,6 +35,8 @@ export interface ServerContext {
   readiness: ReadinessCheck[];
   /** Where generated files (speech, images) are kept and served from. */
   files: FileStores;
+  /** Seals what clients hand back unchanged (a model's reasoning: thinking signatures, encrypted_content). */
+  sealer: Sealer;
 }
 
 export interface ServerOptions {
@@ -80,6 +83,12 @@ export interface ServerOptions {
   databaseUrl?: string;
   /** Most connections to that database from this server (`--database-pool-max`, default 10). */
   databasePoolMax?: number;
+  /**
+   * Refuse (400) a tool that the provider's own servers run (web search,
+   * code execution, hosted MCP…) instead of leaving it out of what the
+   * model sees (`lserve serve --strict-tools`; api/hosted-tools.ts).
+   */
+  strictTools?: boolean;
   logFormat: 'text' | 'json' | 'off';
   log: (message: string) => void;
 }

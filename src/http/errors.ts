@@ -81,7 +81,7 @@ export function anthropicError(error: LserveError): AnthropicErrorBody {
 }
 
 export function isAnthropicRoute(req: Request): boolean {
-  return req.path.startsWith('/v1/anthropic/') || req.path === '/v1/messages' || req.path.startsWith('/v1/messages/');
+  return req.path.startsWith('/v1/anthropic/') || req.path === '/v1/messages' || req.path.startsWith('/v1/messages/') || (req.path.startsWith('/v1/models') && req.get('anthropic-version') !== undefined);
 }
 
 export function errorMiddleware(log: (message: string) => void): ErrorRequestHandler {

@@ -18,6 +18,7 @@ import { Drain, DRAIN_RETRY_AFTER_S, type DrainOptions } from './drain.js';
 import { modelStoreCheck } from './readiness.js';
 import { openStateStore, RESPONSE_STORE_DEFAULTS } from '../core/state/open.js';
 import { MAX_PENDING_SPEECH_JOBS } from './speech-jobs.js';
+import { Sealer } from '../core/sealed.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -62,7 +63,8 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
     throw error;
   });
   const readiness = [modelStoreCheck(engine.store.modelsDir), { name: 'database', check: () => state.ping() }, ...(options.readiness ?? [])];
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files, drain, readiness };
+  const sealer = Sealer.forServer(engine.options.home);
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files, drain, readiness, sealer };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer();

@@ -6,6 +6,9 @@ import type { Response } from 'express';
  * moment it is generated (nothing here buffers or compresses).
  */
 export class SseWriter {
+  private lastWrite = performance.now();
+  private beat: NodeJS.Timeout | undefined;
+
   constructor(private readonly res: Response) {
     res.status(200);
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
@@ -23,19 +26,38 @@ export class SseWriter {
 
   /** `data: <json>` (OpenAI style). */
   data(payload: unknown): void {
-    if (!this.closed) this.res.write(`data: ${JSON.stringify(payload)}\n\n`);
+    this.raw(`data: ${JSON.stringify(payload)}\n\n`);
   }
 
   /** `event: <name>` + `data: <json>` (Anthropic style). */
   event(name: string, payload: unknown): void {
-    if (!this.closed) this.res.write(`event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`);
+    this.raw(`event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`);
   }
 
   raw(text: string): void {
-    if (!this.closed) this.res.write(text);
+    if (this.closed) return;
+    this.lastWrite = performance.now();
+    this.res.write(text);
+  }
+
+  /**
+   * Calls `beat` whenever the stream has been silent for `ms`: a long prompt
+   * evaluates for minutes on a CPU before the first token, and proxies and
+   * clients drop a connection that says nothing for that long. `beat`
+   * writes whatever the protocol has for it (Anthropic's ping event, an SSE
+   * comment). Stops when the stream ends.
+   */
+  heartbeat(ms: number, beat: () => void = () => this.raw(': keepalive\n\n')): void {
+    clearInterval(this.beat);
+    this.beat = setInterval(() => {
+      if (this.closed) clearInterval(this.beat);
+      else if (performance.now() - this.lastWrite >= ms) beat();
+    }, Math.max(10, ms / 4));
+    this.beat.unref();
   }
 
   end(): void {
+    clearInterval(this.beat);
     if (!this.closed) this.res.end();
   }
 }

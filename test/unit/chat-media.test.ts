@@ -2,8 +2,13 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { MAX_MEDIA_PER_REQUEST, partsToContent } from '../../src/api/chat-media.js';
 import { parseChatCompletion, toChatRequest } from '../../src/api/chat.js';
-import { parseMessages, toChatRequest as anthropicRequest } from '../../src/api/anthropic.js';
-import { parseResponseCreate, toChatRequest as responsesRequest } from '../../src/api/responses.js';
+import { parseMessages } from '../../src/api/anthropic/schema.js';
+import { toChatRequest as toAnthropicChat } from '../../src/api/anthropic/to-chat.js';
+
+const anthropicRequest = (body: ReturnType<typeof parseMessages>) => toAnthropicChat(body, { open: () => undefined }).request;
+import { parseResponseCreate, toChatRequest as toResponsesChat } from '../../src/api/responses/request.js';
+
+const responsesRequest = (...args: Parameters<typeof toResponsesChat>) => toResponsesChat(...args).request;
 import { MEDIA_MARKER, type ChatRequest } from '../../src/core/tasks/chat.js';
 import { loadChatMedia } from '../../src/http/chat-media.js';
 import { MODEL_IMAGE_PIXELS } from '../../src/core/tasks/chat-media.js';

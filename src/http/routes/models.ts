@@ -1,8 +1,9 @@
-import { Router } from 'express';
+import { Router, type Request } from 'express';
 import { statSync } from 'node:fs';
-import type { ModelList, ModelObject } from '../../api/models.js';
+import type { AnthropicModelInfo, AnthropicModelPage, ModelList, ModelObject } from '../../api/models.js';
 import { MODEL_KINDS, inputModalities } from '../../core/catalog.js';
 import type { InstalledModel } from '../../core/store.js';
+import type { LoadedInfo } from '../../core/manager.js';
 import type { ServerContext } from '../context.js';
 
 function createdAt(model: InstalledModel): number {
@@ -15,10 +16,15 @@ function createdAt(model: InstalledModel): number {
   }
 }
 
+/** Whether the client speaks Anthropic's API (its SDKs send anthropic-version on every request). */
+const wantsAnthropic = (req: Request) => req.path.startsWith('/v1/anthropic/') || req.get('anthropic-version') !== undefined;
+
 export function modelsRouter({ engine }: ServerContext): Router {
   const router = Router();
-  const toObject = (model: InstalledModel, loaded: Set<string>): ModelObject => {
+  const loadedNow = () => new Map(engine.manager.loaded().map((m) => [m.id, m]));
+  const toObject = (model: InstalledModel, loaded: Map<string, LoadedInfo>): ModelObject => {
     const input = inputModalities(model.entry);
+    const contextLength = loaded.get(model.id)?.contextSize;
     return {
       id: model.id,
       object: 'model',
@@ -28,18 +34,38 @@ export function modelsRouter({ engine }: ServerContext): Router {
       kind: model.entry.kind,
       loaded: loaded.has(model.id),
       ...(input ? { architecture: { input_modalities: input, output_modalities: ['text'] } } : {}),
+      ...(contextLength ? { context_length: contextLength } : {}),
     };
   };
+  const toAnthropic = (model: InstalledModel, loaded: Map<string, LoadedInfo>): AnthropicModelInfo => ({
+    type: 'model',
+    id: model.id,
+    display_name: model.entry.description || model.id,
+    created_at: new Date(createdAt(model) * 1000).toISOString(),
+    max_input_tokens: loaded.get(model.id)?.contextSize ?? null,
+    max_tokens: loaded.get(model.id)?.contextSize ?? null,
+    lifecycle: 'active',
+    line: null,
+    deprecated_at: null,
+    retires_at: null,
+    capabilities: null,
+  });
 
-  router.get('/v1/models', async (_req, res) => {
-    const loaded = new Set(engine.manager.loaded().map((m) => m.id));
-    const body: ModelList = { object: 'list', data: (await engine.store.list()).map((m) => toObject(m, loaded)) };
+  router.get(['/v1/models', '/v1/anthropic/v1/models'], async (req, res) => {
+    const models = await engine.store.list();
+    if (wantsAnthropic(req)) {
+      const data = models.filter((m) => m.entry.kind === 'chat').map((m) => toAnthropic(m, loadedNow()));
+      const page: AnthropicModelPage = { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+      res.json(page);
+      return;
+    }
+    const body: ModelList = { object: 'list', data: models.map((m) => toObject(m, loadedNow())) };
     res.json(body);
   });
 
-  router.get('/v1/models/:model', async (req, res) => {
-    const model = await engine.resolve(req.params.model, MODEL_KINDS);
-    res.json(toObject(model, new Set(engine.manager.loaded().map((m) => m.id))));
+  router.get(['/v1/models/:model', '/v1/anthropic/v1/models/:model'], async (req, res) => {
+    const model = await engine.resolve(String(req.params.model), wantsAnthropic(req) ? ['chat'] : MODEL_KINDS);
+    res.json(wantsAnthropic(req) ? toAnthropic(model, loadedNow()) : toObject(model, loadedNow()));
   });
 
   return router;

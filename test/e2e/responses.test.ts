@@ -372,7 +372,9 @@ describe('POST /v1/responses through the openai client', () => {
 
   it('refuses what it cannot honour with a 400 naming the field', async () => {
     const cases: Array<[Record<string, unknown>, string]> = [
-      [{ tools: [{ type: 'web_search' }] }, 'tools.0.type'],
+      [{ tools: [{ type: 'teleport' }] }, 'tools.0.type'],
+      [{ prompt: { id: 'pmpt_1' } }, 'prompt'],
+      [{ input: [{ type: 'compaction_trigger' }] }, 'input.0.type'],
       [{ tools: [{ type: 'custom', name: 'patch', format: { type: 'grammar', syntax: 'lark', definition: 'start: "x"' } }] }, 'tools.0.format'],
       [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png' }] }] }, 'input.0.content.0'],
       [{ input: [{ type: 'item_reference', id: 'x' }] }, 'input.0.type'],

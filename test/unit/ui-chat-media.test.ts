@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import * as server from '../../src/api/chat-media.js';
 import { parseChatCompletion, toChatRequest } from '../../src/api/chat.js';
-import { parseResponseCreate, toChatRequest as responsesRequest } from '../../src/api/responses.js';
+import { parseResponseCreate, toChatRequest as toResponsesChat } from '../../src/api/responses/request.js';
+
+const responsesRequest = (...args: Parameters<typeof toResponsesChat>) => toResponsesChat(...args).request;
 import { serveCommand } from '../../src/cli/commands/serve.js';
 import { MAX_AUDIO_SECONDS, MAX_IMAGE_PIXELS } from '../../src/core/tasks/chat-media.js';
 import { MEDIA_MARKER } from '../../src/core/tasks/chat.js';

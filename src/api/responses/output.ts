@@ -1,6 +1,7 @@
-import type { ChatDelta, ChatResult, ChatToolCall, ChatUsage, FinishReason } from '../core/tasks/chat.js';
-import type { ResponseCreateBody } from './responses.js';
-import { itemId } from './responses-items.js';
+import type { ChatDelta, ChatResult, ChatToolCall, ChatUsage, FinishReason } from '../../core/tasks/chat.js';
+import type { ResponseCreateBody } from './request.js';
+import { itemId } from './items.js';
+import type { ToolIdentity } from './tools.js';
 
 /**
  * The Responses API's output side: the response object as OpenAI documents
@@ -14,9 +15,10 @@ export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
 export type OutputItem =
   | { id: string; type: 'message'; role: 'assistant'; status: ItemStatus; content: Array<{ type: 'output_text'; text: string; annotations: []; logprobs: [] }> }
-  | { id: string; type: 'reasoning'; summary: []; content: Array<{ type: 'reasoning_text'; text: string }>; status: ItemStatus }
-  | { id: string; type: 'function_call'; call_id: string; name: string; arguments: string; status: ItemStatus }
-  | { id: string; type: 'custom_tool_call'; call_id: string; name: string; input: string; status: ItemStatus };
+  | { id: string; type: 'reasoning'; summary: []; content: Array<{ type: 'reasoning_text'; text: string }>; encrypted_content?: string; status: ItemStatus }
+  | { id: string; type: 'function_call'; call_id: string; name: string; namespace?: string; arguments: string; status: ItemStatus }
+  | { id: string; type: 'custom_tool_call'; call_id: string; name: string; namespace?: string; input: string; status: ItemStatus }
+  | { id: string; type: 'tool_search_call'; call_id: string; arguments: unknown; execution: 'client'; status: ItemStatus };
 
 export interface ResponseUsage {
   input_tokens: number;
@@ -88,8 +90,10 @@ export function responseObject(
     tool_choice: body.tool_choice ?? 'auto',
     tools: (body.tools ?? []).map((t) =>
       t.type === 'function'
-        ? { type: 'function', name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? true }
-        : { type: 'custom', name: t.name, description: t.description ?? null, format: t.format ?? { type: 'text' } },
+        ? { ...t, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? true }
+        : t.type === 'custom'
+          ? { ...t, description: t.description ?? null, format: t.format ?? { type: 'text' } }
+          : t,
     ),
     top_logprobs: body.top_logprobs ?? 0,
     top_p: body.top_p ?? null,
@@ -105,20 +109,25 @@ export type ResponseEvent = { type: string; sequence_number: number } & Record<s
 /** The text item open for deltas: reasoning or the answer. */
 type OpenText = { kind: 'reasoning' | 'message'; index: number; id: string; text: string };
 
+export interface AssemblerOptions {
+  /** What a name the model called stands for (a namespaced tool, a custom tool, the client's tool search); a plain function when unknown. */
+  identify: (name: string) => ToolIdentity | undefined;
+  /** Seals a reasoning item's text into its encrypted_content, when the request includes it. */
+  sealReasoning?: (text: string) => string;
+  /** Receives each stream event, when the answer is streamed. */
+  emit?: (event: ResponseEvent) => void;
+}
+
 export class ResponseAssembler {
   readonly output: OutputItem[] = [];
   private sequence = 0;
   private open: OpenText | null = null;
 
-  /** `customTools`: names of the custom tools, whose calls are reported as custom_tool_call items. */
-  constructor(
-    private readonly customTools: ReadonlySet<string>,
-    private readonly emit: (event: ResponseEvent) => void = () => {},
-  ) {}
+  constructor(private readonly options: AssemblerOptions) {}
 
   /** Sends one event, numbered in order from 0. */
   event(type: string, fields: Record<string, unknown>): void {
-    this.emit({ type, ...fields, sequence_number: this.sequence++ });
+    this.options.emit?.({ type, ...fields, sequence_number: this.sequence++ });
   }
 
   push(delta: ChatDelta): void {
@@ -178,29 +187,46 @@ export class ResponseAssembler {
     const part = this.part(open.kind, open.text);
     this.event('response.content_part.done', { ...where, part });
     const item = this.output[open.index]!;
-    if (item.type === 'reasoning') item.content = [part as { type: 'reasoning_text'; text: string }];
-    else if (item.type === 'message') item.content = [part as Extract<OutputItem, { type: 'message' }>['content'][0]];
+    if (item.type === 'reasoning') {
+      item.content = [part as { type: 'reasoning_text'; text: string }];
+      // Sealed once the reasoning is whole: output_item.done carries it, as the reference tells clients to take it from there.
+      if (this.options.sealReasoning) item.encrypted_content = this.options.sealReasoning(open.text);
+    } else if (item.type === 'message') item.content = [part as Extract<OutputItem, { type: 'message' }>['content'][0]];
     item.status = status;
     this.event('response.output_item.done', { output_index: open.index, item: structuredClone(item) });
   }
 
   private toolCall(call: ChatToolCall): void {
     const index = this.output.length;
-    const custom = this.customTools.has(call.name);
-    const id = itemId(custom ? 'ctc' : 'fc');
-    if (custom) {
+    const identity = this.options.identify(call.name) ?? { kind: 'function' as const, name: call.name };
+    const namespace = identity.namespace ? { namespace: identity.namespace } : {};
+    if (identity.kind === 'tool_search') {
+      const id = itemId('tsc');
+      this.output.push({ id, type: 'tool_search_call', call_id: call.id, arguments: parseArguments(call.arguments), execution: 'client', status: 'completed' });
+      this.event('response.output_item.added', { output_index: index, item: { ...this.output[index]!, status: 'in_progress' } });
+    } else if (identity.kind === 'custom') {
+      const id = itemId('ctc');
       const input = customInput(call.arguments);
-      this.output.push({ id, type: 'custom_tool_call', call_id: call.id, name: call.name, input, status: 'completed' });
-      this.event('response.output_item.added', { output_index: index, item: { id, type: 'custom_tool_call', call_id: call.id, name: call.name, input: '', status: 'in_progress' } });
+      this.output.push({ id, type: 'custom_tool_call', call_id: call.id, name: identity.name, ...namespace, input, status: 'completed' });
+      this.event('response.output_item.added', { output_index: index, item: { id, type: 'custom_tool_call', call_id: call.id, name: identity.name, ...namespace, input: '', status: 'in_progress' } });
       this.event('response.custom_tool_call_input.delta', { item_id: id, output_index: index, delta: input });
       this.event('response.custom_tool_call_input.done', { item_id: id, output_index: index, input });
     } else {
-      this.output.push({ id, type: 'function_call', call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' });
-      this.event('response.output_item.added', { output_index: index, item: { id, type: 'function_call', call_id: call.id, name: call.name, arguments: '', status: 'in_progress' } });
+      const id = itemId('fc');
+      this.output.push({ id, type: 'function_call', call_id: call.id, name: identity.name, ...namespace, arguments: call.arguments, status: 'completed' });
+      this.event('response.output_item.added', { output_index: index, item: { id, type: 'function_call', call_id: call.id, name: identity.name, ...namespace, arguments: '', status: 'in_progress' } });
       this.event('response.function_call_arguments.delta', { item_id: id, output_index: index, delta: call.arguments });
-      this.event('response.function_call_arguments.done', { item_id: id, output_index: index, name: call.name, arguments: call.arguments });
+      this.event('response.function_call_arguments.done', { item_id: id, output_index: index, name: identity.name, arguments: call.arguments });
     }
     this.event('response.output_item.done', { output_index: index, item: structuredClone(this.output[index]) });
+  }
+}
+
+function parseArguments(args: string): unknown {
+  try {
+    return JSON.parse(args);
+  } catch {
+    return {};
   }
 }
 

@@ -1,53 +1,24 @@
 import { z } from 'zod';
-import { UnsupportedError } from '../core/errors.js';
-import type { ChatRequest, ChatToolChoice } from '../core/tasks/chat.js';
-import { logitBias, MAX_CHAT_MESSAGES, MAX_OUTPUT_TOKENS, MAX_TOOLS, outputTokens, tokenBias } from './chat.js';
-import { keepAliveField } from './common.js';
-import { CUSTOM_INPUT_PARAMETERS, inputItem, itemsToMessages, type ResponseItem } from './responses-items.js';
-import { parseKnownFields, parseRequest } from './validate.js';
+import { InvalidRequestError, UnsupportedError } from '../../core/errors.js';
+import type { ChatRequest, ChatToolChoice } from '../../core/tasks/chat.js';
+import { logitBias, MAX_CHAT_MESSAGES, MAX_OUTPUT_TOKENS, MAX_TOOLS, outputTokens, tokenBias } from '../chat.js';
+import { keepAliveField } from '../common.js';
+import type { OmittedTool } from '../hosted-tools.js';
+import { parseKnownFields, parseRequest } from '../validate.js';
+import { EXTENSION_FIELDS, RESPONSE_FIELDS } from './fields.js';
+import { inputItem, itemsToMessages, type ResponseItem } from './items.js';
+import { declaredTool, ToolRegistry, visibleName } from './tools.js';
 
 /**
  * POST /v1/responses (OpenAI's Responses API): request schema, and its
- * translation into the one chat request every chat route shares. As for
- * chat completions, fields OpenAI clients send routinely but that change
- * nothing here are accepted; any other unknown field, or a value the engine
- * cannot honour, is a 400 naming it. The item types are in responses-items.ts.
+ * translation into the one chat request every chat route shares. Every
+ * field of the reference is placed in fields.ts (handled, ignored or
+ * refused); anything else is a 400 naming it. Tools are in tools.ts, the
+ * conversation's items in items.ts.
  */
 
-/** OpenAI's built-in tools: lserve runs none of them, and dropping one silently would change the answer. */
-const BUILTIN_TOOLS = new Set([
-  'web_search', 'web_search_preview', 'web_search_2025_08_26', 'web_search_preview_2025_03_11', 'file_search', 'computer_use',
-  'computer_use_preview', 'code_interpreter', 'image_generation', 'mcp', 'local_shell', 'shell', 'apply_patch',
-]);
-
-const toolName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -');
-
-const tool = z.discriminatedUnion('type', [
-  z.object({
-    type: z.literal('function'),
-    name: toolName,
-    description: z.string().nullish(),
-    parameters: z.record(z.string(), z.unknown()).nullish(),
-    strict: z.boolean().nullish(),
-  }),
-  z.object({
-    type: z.literal('custom'),
-    name: toolName,
-    description: z.string().nullish(),
-    format: z
-      .discriminatedUnion('type', [
-        z.object({ type: z.literal('text') }),
-        // A lark or regex grammar over free text cannot be enforced by the engine's tool calling
-        // (its calls are JSON whose schema grammar has no regex), so it is refused rather than ignored.
-        z.object({
-          type: z.literal('grammar'),
-          syntax: z.enum(['lark', 'regex']),
-          definition: z.string(),
-        }).refine(() => false, { message: 'grammar-constrained custom tools are not supported: the engine cannot enforce a lark or regex grammar on tool input', params: { code: 'unsupported_parameter' } }),
-      ])
-      .optional(),
-  }),
-]);
+const loose = z.unknown().optional();
+const refused = (message: string) => z.unknown().refine((value) => value === null || value === undefined, { message, params: { code: 'unsupported_parameter' } }).optional();
 
 const textFormat = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text') }),
@@ -66,6 +37,16 @@ const metadata = z
   .record(z.string().max(64, 'keys must be at most 64 characters'), z.string().max(512, 'values must be at most 512 characters'))
   .refine((m) => Object.keys(m).length <= 16, 'must have at most 16 keys');
 
+const EFFORTS = ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
+
+/** tool_choice: the options, a named tool, the allowed subset, or a hosted tool (which, left out, cannot be forced). */
+const toolChoice = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.object({ type: z.enum(['function', 'custom']), name: z.string().min(1), namespace: z.string().nullish() }),
+  z.object({ type: z.literal('allowed_tools'), mode: z.enum(['auto', 'required']), tools: z.array(z.looseObject({ type: z.string(), name: z.string().optional() })).max(MAX_TOOLS) }),
+  z.looseObject({ type: z.string() }),
+]);
+
 export const responseCreateSchema = z.object({
   model: z.string().min(1),
   // The items are checked after the union (parseResponseCreate), so that an error names the item's field rather than 'input'.
@@ -77,28 +58,20 @@ export const responseCreateSchema = z.object({
   max_output_tokens: outputTokens.nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
-  tools: z.array(tool).max(MAX_TOOLS, `must contain at most ${MAX_TOOLS} tools`).nullish(),
-  tool_choice: z
-    .union([z.enum(['none', 'auto', 'required']), z.object({ type: z.enum(['function', 'custom']), name: z.string().min(1) })])
-    .nullish(),
+  tools: z.array(declaredTool).max(MAX_TOOLS, `must contain at most ${MAX_TOOLS} tools`).nullish(),
+  tool_choice: toolChoice.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
-  text: z
-    .object({ format: textFormat.nullish(), verbosity: z.enum(['low', 'medium', 'high']).nullish() })
-    .nullish(),
+  text: z.object({ format: textFormat.nullish(), verbosity: z.enum(['low', 'medium', 'high']).nullish() }).nullish(),
   reasoning: z
     .object({
-      effort: z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']).nullish(),
+      effort: z.enum(EFFORTS).nullish(),
       summary: z.enum(['auto', 'concise', 'detailed']).nullish(),
       generate_summary: z.enum(['auto', 'concise', 'detailed']).nullish(),
+      // Which earlier reasoning the prompt shows, and the execution mode: the model's template decides here.
+      context: z.enum(['auto', 'current_turn', 'all_turns']).nullish(),
+      mode: z.string().nullish(),
     })
     .nullish(),
-  /** Extensions, as chat completions take them (the Responses API has no way to ban or favour a token). */
-  logit_bias: logitBias.nullish(),
-  presence_penalty: z.number().min(-2).max(2).nullish(),
-  frequency_penalty: z.number().min(-2).max(2).nullish(),
-  thinking_enabled: z.boolean().nullish(),
-  thinking_tokens: z.int().min(0).max(MAX_OUTPUT_TOKENS, `must be at most ${MAX_OUTPUT_TOKENS}`).nullish(),
-  keep_alive: keepAliveField,
   metadata: metadata.nullish(),
   // 'auto' drops the oldest turns when the conversation overflows the context (see the route).
   truncation: z.enum(['auto', 'disabled']).nullish(),
@@ -106,31 +79,40 @@ export const responseCreateSchema = z.object({
   previous_response_id: z.string().min(1).nullish(),
   stream: z.boolean().nullish(),
   background: z.literal(false, 'background responses are not supported').nullish(),
-  include: z
-    .array(z.string().refine((v) => v !== 'message.output_text.logprobs', 'logprobs are not supported'))
-    .nullish(),
-  // Sent by common clients; no effect on a local engine.
-  user: z.string().nullish(),
-  safety_identifier: z.string().nullish(),
-  prompt_cache_key: z.string().nullish(),
-  service_tier: z.string().nullish(),
-  stream_options: z.object({ include_obfuscation: z.boolean().optional() }).nullish(),
-  // Logprobs are returned only when `include` asks for them, which is refused above.
+  include: z.array(z.string().refine((v) => v !== 'message.output_text.logprobs', 'logprobs are not supported')).max(16).nullish(),
   top_logprobs: z.int().min(0).max(20).nullish(),
+  stream_options: z.object({ include_obfuscation: z.boolean().optional(), reasoning_summary_delivery: z.string().optional() }).nullish(),
+  prompt_cache_key: z.string().nullish(),
+  prompt_cache_options: loose,
+  prompt_cache_retention: loose,
+  safety_identifier: z.string().nullish(),
+  service_tier: z.string().nullish(),
+  user: z.string().nullish(),
+  max_tool_calls: z.int().min(0).nullish(),
+  client_metadata: z.record(z.string(), z.unknown()).nullish(),
+  conversation: refused('server-held conversations are not kept here: send the items, or continue with previous_response_id'),
+  prompt: refused('stored prompt templates are not kept here: send the instructions and input'),
+  moderation: refused('moderation is not run here'),
+  context_management: refused('server-side compaction is not done here'),
+  // Extensions, as chat completions take them (the Responses API has no way to ban or favour a token).
+  logit_bias: logitBias.nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  thinking_enabled: z.boolean().nullish(),
+  thinking_tokens: z.int().min(0).max(MAX_OUTPUT_TOKENS, `must be at most ${MAX_OUTPUT_TOKENS}`).nullish(),
+  keep_alive: keepAliveField,
 });
 const itemList = z.object({ input: z.array(inputItem) });
 export type ResponseCreateBody = Omit<z.output<typeof responseCreateSchema>, 'input'> & { input: string | ResponseItem[] };
 
+// The list in fields.ts and this schema name the same fields: checked once, when this module loads.
+{
+  const inSchema = Object.keys(responseCreateSchema.shape).sort().join(',');
+  const listed = Object.keys({ ...RESPONSE_FIELDS, ...EXTENSION_FIELDS }).sort().join(',');
+  if (inSchema !== listed) throw new Error(`the Responses schema and its field list differ: ${inSchema} vs ${listed}`);
+}
+
 export function parseResponseCreate(body: unknown): ResponseCreateBody {
-  const tools = (body as { tools?: unknown } | null)?.tools;
-  if (Array.isArray(tools)) {
-    tools.forEach((t: unknown, i) => {
-      const type = (t as { type?: unknown } | null)?.type;
-      if (typeof type === 'string' && BUILTIN_TOOLS.has(type)) {
-        throw new UnsupportedError(`The built-in tool '${type}' is not available on this server: declare a function or custom tool instead.`, { param: `tools.${i}.type` });
-      }
-    });
-  }
   const parsed = parseKnownFields(responseCreateSchema, body);
   return typeof parsed.input === 'string' ? { ...parsed, input: parsed.input } : { ...parsed, input: parseRequest(itemList, { input: parsed.input }).input };
 }
@@ -140,42 +122,65 @@ export function inputItems(body: ResponseCreateBody): ResponseItem[] {
   return typeof body.input === 'string' ? [{ type: 'message', role: 'user', content: body.input }] : body.input;
 }
 
-const EFFORT = { minimal: 'low', low: 'low', medium: 'medium', high: 'high', xhigh: 'high' } as const;
+const EFFORT = { minimal: 'low', low: 'low', medium: 'medium', high: 'high', xhigh: 'high', max: 'high' } as const;
+
+export interface ResponsesChat {
+  request: ChatRequest;
+  /** What each name the model may call stands for, to shape its calls back into items. */
+  tools: ToolRegistry;
+  omitted: OmittedTool[];
+}
 
 /** The chat request for this body, after the conversation's earlier items (`prefix`, from previous_response_id). */
-export function toChatRequest(body: ResponseCreateBody, prefix: ResponseItem[]): ChatRequest {
-  const tools = body.tools ?? [];
-  const messages = itemsToMessages([...prefix, ...inputItems(body)], prefix.length);
+export function toChatRequest(body: ResponseCreateBody, prefix: ResponseItem[], openReasoning: (sealed: string) => string | undefined = () => undefined): ResponsesChat {
+  const registry = new ToolRegistry(body.tools ?? []);
+  const messages = itemsToMessages([...prefix, ...inputItems(body)], { tools: registry, openReasoning }, prefix.length);
   if (body.instructions) messages.unshift({ role: 'system', content: body.instructions });
-  const choice = body.tool_choice;
-  const toolChoice: ChatToolChoice | undefined = choice == null ? undefined : typeof choice === 'string' ? choice : { name: choice.name };
-  if (toolChoice !== undefined && toolChoice !== 'none' && toolChoice !== 'auto' && tools.length === 0) {
-    throw new UnsupportedError('tool_choice requires tools.', { param: 'tool_choice' });
-  }
   const format = body.text?.format;
   const effort = body.reasoning?.effort;
+  const { tools, toolChoice } = chosenTools(body, registry);
   return {
-    model: body.model,
-    messages,
-    maxTokens: body.max_output_tokens ?? undefined,
-    temperature: body.temperature ?? undefined,
-    topP: body.top_p ?? undefined,
-    logitBias: tokenBias(body.logit_bias),
-    presencePenalty: body.presence_penalty ?? undefined,
-    frequencyPenalty: body.frequency_penalty ?? undefined,
-    // effort 'none' is the thinking switch off; the others are chat's reasoning_effort.
-    thinking: body.thinking_enabled ?? (effort === 'none' ? false : undefined),
-    thinkingBudget: body.thinking_tokens ?? undefined,
-    reasoningEffort: effort == null || effort === 'none' ? undefined : EFFORT[effort],
-    responseFormat: format == null ? undefined : format.type === 'json_schema' ? { type: 'json_schema', schema: format.schema } : format,
-    // A custom tool takes free text: to the engine it is a function of one string argument.
-    tools: tools.map((t) =>
-      t.type === 'function'
-        ? { name: t.name, description: t.description ?? undefined, parameters: t.parameters ?? undefined }
-        : { name: t.name, description: t.description ?? undefined, parameters: CUSTOM_INPUT_PARAMETERS },
-    ),
-    toolChoice,
-    parallelToolCalls: body.parallel_tool_calls ?? undefined,
-    keepAliveMs: body.keep_alive,
+    request: {
+      model: body.model,
+      messages,
+      maxTokens: body.max_output_tokens ?? undefined,
+      temperature: body.temperature ?? undefined,
+      topP: body.top_p ?? undefined,
+      logitBias: tokenBias(body.logit_bias),
+      presencePenalty: body.presence_penalty ?? undefined,
+      frequencyPenalty: body.frequency_penalty ?? undefined,
+      // effort 'none' is the thinking switch off; the others are chat's reasoning_effort.
+      thinking: body.thinking_enabled ?? (effort === 'none' ? false : undefined),
+      thinkingBudget: body.thinking_tokens ?? undefined,
+      reasoningEffort: effort == null || effort === 'none' ? undefined : EFFORT[effort],
+      responseFormat: format == null ? undefined : format.type === 'json_schema' ? { type: 'json_schema', schema: format.schema } : format,
+      ...(tools.length ? { tools } : {}),
+      toolChoice,
+      parallelToolCalls: body.parallel_tool_calls ?? undefined,
+      keepAliveMs: body.keep_alive,
+    },
+    tools: registry,
+    omitted: registry.omitted,
   };
+}
+
+/** The tools offered and how the model must use them, from tool_choice. */
+function chosenTools(body: ResponseCreateBody, registry: ToolRegistry): Pick<ChatRequest, 'tools' | 'toolChoice'> & { tools: NonNullable<ChatRequest['tools']> } {
+  const tools = registry.chatTools();
+  const choice = body.tool_choice;
+  if (choice == null || choice === 'auto' || choice === 'none') return { tools, toolChoice: (choice ?? undefined) as ChatToolChoice | undefined };
+  if (tools.length === 0) throw new UnsupportedError('tool_choice requires tools the model can call.', { param: 'tool_choice' });
+  if (choice === 'required') return { tools, toolChoice: 'required' };
+  if (choice.type === 'allowed_tools') {
+    const allowed = new Set((choice.tools as Array<{ type: string; name?: string; namespace?: string }>).map((t) => visibleName(t.name ?? t.type, t.namespace)));
+    const subset = tools.filter((tool) => allowed.has(tool.name));
+    if (subset.length === 0) throw new InvalidRequestError('tool_choice.tools names none of the tools the model can call.', { param: 'tool_choice.tools' });
+    return { tools: subset, toolChoice: choice.mode as ChatToolChoice };
+  }
+  if (choice.type === 'function' || choice.type === 'custom') {
+    const name = visibleName(choice.name as string, choice.namespace as string | null | undefined);
+    if (!tools.some((tool) => tool.name === name)) throw new InvalidRequestError(`tool_choice names '${name}', which is not one of the tools the model can call.`, { param: 'tool_choice.name' });
+    return { tools, toolChoice: { name } };
+  }
+  throw new UnsupportedError(`tool_choice '${choice.type}' forces a tool this server does not run.`, { param: 'tool_choice' });
 }

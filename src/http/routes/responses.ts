@@ -1,8 +1,9 @@
 import { Router } from 'express';
 import { z } from 'zod';
-import { inputItems, parseResponseCreate, toChatRequest, type ResponseCreateBody } from '../../api/responses.js';
-import { itemId, storedInputItem, type ResponseItem } from '../../api/responses-items.js';
-import { ResponseAssembler, responseObject, usageOf, type ResponseObject } from '../../api/responses-output.js';
+import { inputItems, parseResponseCreate, toChatRequest, type ResponseCreateBody } from '../../api/responses/request.js';
+import { itemId, storedInputItem, type ResponseItem } from '../../api/responses/items.js';
+import { ResponseAssembler, responseObject, usageOf, type ResponseEvent, type ResponseObject } from '../../api/responses/output.js';
+import { OmittedToolsReporter } from '../omitted-tools.js';
 import { parseRequest } from '../../api/validate.js';
 import type { Engine } from '../../core/engine.js';
 import { LserveError, NotFoundError } from '../../core/errors.js';
@@ -18,6 +19,12 @@ import { prepareChatMedia } from '../chat-media.js';
  * the stored responses (`store`, default true) that `previous_response_id`
  * continues: GET and DELETE /v1/responses/{id}, GET …/{id}/input_items.
  */
+
+/** What the reasoning in encrypted_content is sealed for. */
+const REASONING = 'responses-reasoning';
+
+/** A streamed response says something at least this often (an SSE comment) while the prompt is evaluated. */
+const KEEPALIVE_MS = 10_000;
 
 const notFound = (id: string, param: string) => new NotFoundError(`No stored response with id '${id}'.`, { param });
 
@@ -86,14 +93,22 @@ const inputItemsQuery = z.object({
   order: z.enum(['asc', 'desc']).default('desc'),
 });
 
-export function responsesRouter({ engine, shutdown, state, inputs }: ServerContext): Router {
+export function responsesRouter({ engine, shutdown, state, inputs, sealer, options }: ServerContext): Router {
   const router = Router();
   const { responses } = state;
+  const omittedTools = new OmittedToolsReporter(options.strictTools === true, options.log);
 
   router.post('/v1/responses', async (req, res) => {
     const body = parseResponseCreate(req.body);
-    const request = toChatRequest(body, await previousItems(responses, body.previous_response_id));
-    const customTools = new Set((body.tools ?? []).filter((t) => t.type === 'custom').map((t) => t.name));
+    const translated = toChatRequest(body, await previousItems(responses, body.previous_response_id), (sealed) => sealer.open(REASONING, sealed));
+    omittedTools.report(req, res, translated.omitted);
+    const { request } = translated;
+    const assembler = (emit?: (event: ResponseEvent) => void) =>
+      new ResponseAssembler({
+        identify: (name) => translated.tools.byName.get(name)?.identity,
+        sealReasoning: body.include?.includes('reasoning.encrypted_content') ? (text) => sealer.seal(REASONING, text) : undefined,
+        emit,
+      });
     const signal = requestSignal(req, res, shutdown);
     await prepareChatMedia(engine, request, inputs, signal);
     const id = itemId('resp');
@@ -103,7 +118,7 @@ export function responsesRouter({ engine, shutdown, state, inputs }: ServerConte
     const final = async (assembler: ResponseAssembler, reason: FinishReason, usage: ChatUsage): Promise<ResponseObject> => {
       const output = assembler.finish(reason);
       // A turn that made tool calls is complete (as chat's finish_reason is then 'tool_calls'), whatever stopped it.
-      const cut = reason === 'length' && !output.some((item) => item.type === 'function_call' || item.type === 'custom_tool_call');
+      const cut = reason === 'length' && !output.some((item) => item.type === 'function_call' || item.type === 'custom_tool_call' || item.type === 'tool_search_call');
       const response = responseObject(body, id, createdAt, { status: cut ? 'incomplete' : 'completed', output, usage: usageOf(usage) });
       // A generation the client left was cut short by that: not an answer to keep.
       if (!signal.aborted) await save(responses, body, response, input);
@@ -112,32 +127,33 @@ export function responsesRouter({ engine, shutdown, state, inputs }: ServerConte
 
     if (!body.stream) {
       const result = await collectChat(resume(first, deltas));
-      const assembler = new ResponseAssembler(customTools);
-      assembler.replay(result);
-      res.json(await final(assembler, result.finishReason, result.usage));
+      const collected = assembler();
+      collected.replay(result);
+      res.json(await final(collected, result.finishReason, result.usage));
       return;
     }
 
     const sse = new SseWriter(res);
-    const assembler = new ResponseAssembler(customTools, (event) => sse.event(event.type, event));
+    sse.heartbeat(KEEPALIVE_MS);
+    const streamed = assembler((event) => sse.event(event.type, event));
     const snapshot = responseObject(body, id, createdAt, { status: 'in_progress' });
-    assembler.event('response.created', { response: snapshot });
-    assembler.event('response.in_progress', { response: snapshot });
+    streamed.event('response.created', { response: snapshot });
+    streamed.event('response.in_progress', { response: snapshot });
     try {
       for await (const delta of resume(first, deltas)) {
-        if (delta.type !== 'done') assembler.push(delta);
+        if (delta.type !== 'done') streamed.push(delta);
         else {
-          const response = await final(assembler, delta.finishReason, delta.usage);
-          assembler.event(response.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response });
+          const response = await final(streamed, delta.finishReason, delta.usage);
+          streamed.event(response.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response });
         }
       }
     } catch (error) {
       // Headers are out: the failure is reported in-band, then the response as failed.
       if (!signal.aborted) {
         const failure = toLserveError(error);
-        assembler.event('error', { code: failure.code, message: failure.message, param: failure.param });
-        const failed = responseObject(body, id, createdAt, { status: 'failed', output: assembler.output, error: { code: 'server_error', message: failure.message } });
-        assembler.event('response.failed', { response: failed });
+        streamed.event('error', { code: failure.code, message: failure.message, param: failure.param });
+        const failed = responseObject(body, id, createdAt, { status: 'failed', output: streamed.output, error: { code: 'server_error', message: failure.message } });
+        streamed.event('response.failed', { response: failed });
       }
     } finally {
       sse.end();

@@ -33,11 +33,15 @@ export function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem
         // Its reasoning, where the client gave it back: the template keeps what its model would see (the turn in progress).
         if (message.reasoning) turn.response.push({ type: 'segment', segmentType: 'thought', text: message.reasoning, ended: true });
         if (message.content) turn.response.push(message.content);
-        for (const call of message.toolCalls ?? []) {
-          const item = { type: 'functionCall' as const, name: call.name, params: parseArguments(call.arguments, index), result: undefined as unknown };
+        // Each assistant message's calls are a chunk of their own, rendered with their results before the next
+        // message's calls, as they were generated (one generation, then its results, then the next): without it
+        // a template renders consecutive messages' calls as one parallel batch, and every new call changes
+        // where the earlier results stand in the prompt, so the cache of it is lost each turn.
+        (message.toolCalls ?? []).forEach((call, i) => {
+          const item = { type: 'functionCall' as const, name: call.name, params: parseArguments(call.arguments, index), result: undefined as unknown, ...(i === 0 ? { startsNewChunk: true } : {}) };
           turn.response.push(item);
           openCalls.set(call.id, { call: item, index });
-        }
+        });
         break;
       }
       case 'tool': {

@@ -62,3 +62,15 @@ export function assertJsonDepth(value: unknown, limit = MAX_JSON_DEPTH): void {
     }
   }
 }
+
+/**
+ * Throws (when the module loads) unless `schema` and `fields` name the same
+ * fields: each API keeps the list of its reference's fields and what is done
+ * with each (src/api/anthropic/fields.ts, src/api/responses/fields.ts) beside
+ * its schema, and neither may drift from the other.
+ */
+export function assertFieldsListed(schema: z.ZodObject, fields: Record<string, unknown>, api: string): void {
+  const inSchema = Object.keys(schema.shape).sort().join(',');
+  const listed = Object.keys(fields).sort().join(',');
+  if (inSchema !== listed) throw new Error(`the ${api} schema and its field list differ: ${inSchema} vs ${listed}`);
+}

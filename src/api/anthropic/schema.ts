@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { logitBias, MAX_CHAT_MESSAGES, MAX_OUTPUT_TOKENS, MAX_TOOLS, stopList } from '../chat.js';
 import { anthropicImageBlock } from '../chat-media.js';
 import { keepAliveField, stringOr } from '../common.js';
-import { parseKnownFields } from '../validate.js';
-import { COUNT_TOKENS_FIELDS, EXTENSION_FIELDS, MESSAGE_FIELDS, type FieldUse } from './fields.js';
+import { assertFieldsListed, parseKnownFields } from '../validate.js';
+import { COUNT_TOKENS_FIELDS, EXTENSION_FIELDS, MESSAGE_FIELDS } from './fields.js';
 import { CLIENT_TOOL_SCHEMAS, isServerTool, UNSUPPORTED_CLIENT_TOOLS } from './tool-types.js';
 
 /**
@@ -317,15 +317,8 @@ export const countTokensSchema = z.object({
 });
 export type CountTokensBody = z.output<typeof countTokensSchema>;
 
-// The lists in fields.ts and these schemas name the same fields: checked once, when this module loads.
-assertSameFields(messagesSchema, { ...MESSAGE_FIELDS, ...EXTENSION_FIELDS });
-assertSameFields(countTokensSchema, COUNT_TOKENS_FIELDS);
-
-function assertSameFields(schema: z.ZodObject, fields: Record<string, FieldUse>): void {
-  const inSchema = Object.keys(schema.shape).sort().join(',');
-  const listed = Object.keys(fields).sort().join(',');
-  if (inSchema !== listed) throw new Error(`the Anthropic schema and its field list differ: ${inSchema} vs ${listed}`);
-}
+assertFieldsListed(messagesSchema, { ...MESSAGE_FIELDS, ...EXTENSION_FIELDS }, 'Anthropic messages');
+assertFieldsListed(countTokensSchema, COUNT_TOKENS_FIELDS, 'Anthropic count_tokens');
 
 export function parseMessages(body: unknown): MessagesBody {
   return parseKnownFields(messagesSchema, body);

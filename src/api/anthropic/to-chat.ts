@@ -71,11 +71,12 @@ function translate(body: MessagesBody | CountTokensBody, seal: ReasoningSeal): A
   const omitted: OmittedTool[] = [];
   const declared = declaredTools(body, omitted);
   const referenced = new Set<string>();
+  const calls = new Set<string>();
   const messages: ChatMessage[] = [];
   if (body.system !== undefined) messages.push({ role: 'system', content: blockText(body.system) });
   body.messages.forEach((message, index) => {
     const later = body.messages.slice(index + 1);
-    appendMessage(messages, message, index, { seal, declared, referenced, laterUser: later.some((m) => m.role === 'user') });
+    appendMessage(messages, message, index, { seal, declared, referenced, calls, laterUser: later.some((m) => m.role === 'user') });
   });
   const tools = offeredTools(declared, referenced);
   const effort = effortOf(body);
@@ -163,6 +164,8 @@ function toolChoiceOf(body: MessagesBody | CountTokensBody, tools: readonly Chat
 
 interface Context {
   seal: ReasoningSeal;
+  /** The ids of the tool uses made so far (a tool_result must answer one). */
+  calls: Set<string>;
   declared: ReadonlyMap<string, ChatTool>;
   /** Deferred tools named by a tool_reference so far (filled as the messages are read). */
   referenced: Set<string>;
@@ -188,8 +191,14 @@ function appendMessage(messages: ChatMessage[], message: MessageParam, index: nu
   const rest: Array<{ block: Exclude<UserBlock, { type: 'tool_result' }>; param: string }> = [];
   const toolImages: Array<{ block: Extract<UserBlock, { type: 'image' }>; param: string }> = [];
   message.content.forEach((block, i) => {
-    if (block.type === 'tool_result') messages.push({ role: 'tool', toolCallId: block.tool_use_id, content: toolResultText(block, `${param}.${i}`, context, toolImages) });
-    else rest.push({ block, param: `${param}.${i}` });
+    if (block.type !== 'tool_result') {
+      rest.push({ block, param: `${param}.${i}` });
+      return;
+    }
+    if (!context.calls.has(block.tool_use_id)) {
+      throw new InvalidRequestError(`messages.${index}.content.${i}: tool_use_id '${block.tool_use_id}' answers no tool_use block of an earlier assistant turn.`, { param: `${param}.${i}.tool_use_id` });
+    }
+    messages.push({ role: 'tool', toolCallId: block.tool_use_id, content: toolResultText(block, `${param}.${i}`, context, toolImages) });
   });
   // Images a tool returned come first, in the user turn after the results; then the turn's own blocks, text a line apart.
   const blocks = [...toolImages, ...rest].map(({ block }) => block);
@@ -234,6 +243,7 @@ function appendAssistant(messages: ChatMessage[], blocks: readonly AssistantBloc
       }
       case 'tool_use':
         (turn.toolCalls ??= []).push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input) });
+        context.calls.add(block.id);
         break;
       case 'tool_search_tool_result':
         // A tool search another server ran: the tools it found are offered from here on.

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { InvalidRequestError } from '../../core/errors.js';
 import type { ChatMessage } from '../../core/tasks/chat.js';
 import { MAX_TOOLS } from '../chat.js';
 import { partsToContent, responsesImagePart } from '../chat-media.js';
@@ -116,6 +117,7 @@ export function itemsToMessages(items: readonly ResponseItem[], context: ItemCon
   const messages: ChatMessage[] = [];
   let reasoning: string | undefined;
   let searchCall: string | undefined;
+  const calls = new Set<string>();
   const assistantTurn = (): ChatMessage => {
     const last = messages.at(-1);
     if (last?.role === 'assistant') return last;
@@ -144,10 +146,12 @@ export function itemsToMessages(items: readonly ResponseItem[], context: ItemCon
         const turn = assistantTurn();
         const args = item.type === 'function_call' ? item.arguments : JSON.stringify({ input: item.input });
         (turn.toolCalls ??= []).push({ id: item.call_id, name: visibleName(item.name, item.namespace), arguments: args });
+        calls.add(item.call_id);
         break;
       }
       case 'function_call_output':
       case 'custom_tool_call_output':
+        if (!calls.has(item.call_id)) throw new InvalidRequestError(`No tool call found for the output with call_id '${item.call_id}'.`, { param: `${param(index)}.call_id` });
         messages.push({ role: 'tool', content: text(item.output), toolCallId: item.call_id });
         break;
       case 'tool_search_call': {

@@ -4,7 +4,7 @@ import type { ChatRequest, ChatToolChoice } from '../../core/tasks/chat.js';
 import { logitBias, MAX_CHAT_MESSAGES, MAX_OUTPUT_TOKENS, MAX_TOOLS, outputTokens, tokenBias } from '../chat.js';
 import { keepAliveField } from '../common.js';
 import type { OmittedTool } from '../hosted-tools.js';
-import { parseKnownFields, parseRequest } from '../validate.js';
+import { assertFieldsListed, parseKnownFields, parseRequest } from '../validate.js';
 import { EXTENSION_FIELDS, RESPONSE_FIELDS } from './fields.js';
 import { inputItem, itemsToMessages, type ResponseItem } from './items.js';
 import { declaredTool, ToolRegistry, visibleName } from './tools.js';
@@ -105,12 +105,7 @@ export const responseCreateSchema = z.object({
 const itemList = z.object({ input: z.array(inputItem) });
 export type ResponseCreateBody = Omit<z.output<typeof responseCreateSchema>, 'input'> & { input: string | ResponseItem[] };
 
-// The list in fields.ts and this schema name the same fields: checked once, when this module loads.
-{
-  const inSchema = Object.keys(responseCreateSchema.shape).sort().join(',');
-  const listed = Object.keys({ ...RESPONSE_FIELDS, ...EXTENSION_FIELDS }).sort().join(',');
-  if (inSchema !== listed) throw new Error(`the Responses schema and its field list differ: ${inSchema} vs ${listed}`);
-}
+assertFieldsListed(responseCreateSchema, { ...RESPONSE_FIELDS, ...EXTENSION_FIELDS }, 'Responses');
 
 export function parseResponseCreate(body: unknown): ResponseCreateBody {
   const parsed = parseKnownFields(responseCreateSchema, body);

@@ -53,7 +53,8 @@ export const chatLoader: Loader<LlamaChatModel> = {
 async function loadOn(model: LlamaModel, installed: InstalledModel, options: LoadOptions): Promise<LlamaChatModel> {
   const log = options.log ?? (() => {});
   const parallel = Math.max(1, options.parallel ?? 4);
-  const unified = parallel > 1 && supportsUnifiedKv(model.llama);
+  // A projector's images take more KV cells than their positions, which the count of a shared cache (kv-cells.ts) follows by positions: split.
+  const unified = parallel > 1 && supportsUnifiedKv(model.llama) && !installed.files.mmproj;
   const asked = requestedContext(installed, options, 'chat');
   const planned = await createChatContext(model, installed, options, { parallel, unified, asked });
   let projector: MediaProjector | undefined;

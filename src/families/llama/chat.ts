@@ -76,6 +76,13 @@ export interface ChatModelOptions {
   grow?: (tokens: number) => Promise<ChatContextState>;
 }
 
+/** A request waited for a sequence of a context that was replaced by a larger one: it takes one of the new context. */
+class ContextReplacedError extends Error {
+  constructor() {
+    super('the context was replaced');
+  }
+}
+
 /** Tokens of answer room made for a request beside its prompt (more is used when free; see ConversationSlots). */
 const EXPECTED_ANSWER_TOKENS = 4096;
 
@@ -273,7 +280,25 @@ export class LlamaChatModel implements ChatModel {
       }
       this.options.log(`${this.model.fileInfo.metadata.general?.name ?? 'chat model'}: context grown from ${old.info.contextSize} to ${this.state.info.contextSize} tokens for a longer conversation in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     } finally {
-      old.slots.pool.rejectAll(new OverloadedError('The context was replaced while this request waited: send it again.'));
+      old.slots.pool.rejectAll(new ContextReplacedError());
+    }
+  }
+
+  /** A sequence for the prompt, on the context that serves it (taken again on the new one if it grows meanwhile). */
+  private async takeSlot(prompt: Token[], promptTokens: number, fingerprints: string[], maxTokens: number | undefined, signal: AbortSignal): Promise<{ slot: Slot; state: ChatContextState }> {
+    for (;;) {
+      await this.fit(promptTokens);
+      const state = this.state;
+      const room = state.info.contextSize - promptTokens;
+      try {
+        const slot = await state.slots.take(prompt, (free) => pickSlot(free, fingerprints), { growth: Math.min(maxTokens ?? room, room, EXPECTED_ANSWER_TOKENS), signal });
+        slot.lastUsed = performance.now();
+        return { slot, state };
+      } catch (error) {
+        if (error instanceof ContextReplacedError) continue;
+        if (error instanceof QueueFullError) throw new OverloadedError();
+        throw error;
+      }
     }
   }
 
@@ -284,24 +309,16 @@ export class LlamaChatModel implements ChatModel {
     const grammar = await this.grammarFor(request, functions !== undefined);
     // KV cells, which is what the context holds and what llama.cpp's server counts: a media item's embeddings, not its positions.
     const promptTokens = prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
-    await this.fit(promptTokens);
-    const { slots, gate, info } = this.state;
-    const room = info.contextSize - promptTokens;
     const tokenBias = this.tokenBiasFor(request);
     const fingerprints = request.messages.map((m, i) => fingerprint(m, media?.hashes[i]));
 
     // A warm-up under way of this conversation (all but its last message, the turn it left open, the same): the sequence it fills is the one to take.
     const warming = [...this.prefilling].filter((p) => p.fingerprints.slice(0, -1).every((f, i) => f === fingerprints[i]));
     if (warming.length > 0) await Promise.allSettled(warming.map((p) => p.done));
+    const { slot, state } = await this.takeSlot(prompt, promptTokens, fingerprints, request.maxTokens, signal);
+    const { slots, gate, info } = state;
+    const room = info.contextSize - promptTokens;
     const maxTokens = Math.min(request.maxTokens ?? room, room);
-    let slot: Slot;
-    try {
-      slot = await slots.take(prompt, (free) => pickSlot(free, fingerprints), { growth: Math.min(maxTokens, EXPECTED_ANSWER_TOKENS), signal });
-      slot.lastUsed = performance.now();
-    } catch (error) {
-      if (error instanceof QueueFullError) throw new OverloadedError();
-      throw error;
-    }
     const reused = reusedTokens(slot.sequence, prompt);
     const cachedPromptTokens = reused + (this.projector?.extraCellsIn(prompt.slice(0, reused)) ?? 0);
     const stop = new AbortController();

@@ -27,7 +27,7 @@ export interface Slot {
   lastUsed: number;
 }
 
-/** A sequence holding at least this many tokens that would be lost is saved to the host cache first. */
+/** A sequence that would lose at least this many tokens (and an eighth of what it holds) is saved to the host cache first. */
 export const MIN_SAVED_TOKENS = 256;
 /** A cached conversation is restored when it holds at least this many more of the prompt than the sequence does. */
 const MIN_RESTORE_GAIN = 64;
@@ -86,7 +86,9 @@ export class ConversationSlots {
   private async prepare(slot: Slot, prompt: readonly Token[], options: TakeOptions): Promise<boolean> {
     const { sequence } = slot;
     let shared = ConversationSlots.shared(sequence, prompt);
-    if (this.cache && sequence.nextTokenIndex - shared >= MIN_SAVED_TOKENS) await this.save(slot);
+    // Kept when another conversation takes the sequence: more would be lost than a turn's answer rendered anew.
+    const lost = sequence.nextTokenIndex - shared;
+    if (this.cache && lost >= MIN_SAVED_TOKENS && lost * 8 >= sequence.nextTokenIndex) await this.save(slot);
     const cached = this.cache?.best(prompt, shared + MIN_RESTORE_GAIN);
     const own = () => this.cells?.of(sequenceIdOf(sequence)) ?? 0;
     if (cached && this.couldFit(slot, cached.entry.tokens.length) && (await this.clearIdle(slot, cached.entry.tokens.length - own()))) {

@@ -105,6 +105,8 @@ export function anthropicRouter({ engine, shutdown, inputs, sealer, options }: S
   const countTokens = async (req: Request, res: Response) => {
     const body = parseCountTokens(req.body);
     const request = countTokensRequest(body, seal);
+    // Images count as the embeddings the model would read: decoded as for a message.
+    await prepareChatMedia(engine, request, inputs, requestSignal(req, res, shutdown));
     const edits = body.context_management?.edits;
     if (!edits?.length) {
       res.json({ input_tokens: await countChatTokens(engine, request) });

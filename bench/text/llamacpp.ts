@@ -26,12 +26,14 @@ export interface LlamaServer {
   stop(): Promise<void>;
 }
 
+/** llama-server on `model`; without `parallel` and `contextPerSlot`, with its own defaults for both (-np auto, -c the training context). */
 export async function startLlamaServer(
   bin: string,
   model: string,
-  options: { threads: number; parallel: number; port: number; contextPerSlot: number; args?: string[]; env?: NodeJS.ProcessEnv },
+  options: { threads: number; parallel?: number; port: number; contextPerSlot?: number; args?: string[]; env?: NodeJS.ProcessEnv },
 ): Promise<LlamaServer> {
-  const args = ['-m', model, '-t', String(options.threads), '-np', String(options.parallel), '-c', String(options.contextPerSlot * options.parallel), '--host', '127.0.0.1', '--port', String(options.port), '--no-webui', ...(options.args ?? [])];
+  const slots = options.parallel !== undefined && options.contextPerSlot !== undefined ? ['-np', String(options.parallel), '-c', String(options.contextPerSlot * options.parallel)] : [];
+  const args = ['-m', model, '-t', String(options.threads), ...slots, '--host', '127.0.0.1', '--port', String(options.port), '--no-webui', ...(options.args ?? [])];
   const child: ChildProcess = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...options.env } });
   let log = '';
   child.stderr?.on('data', (d: Buffer) => {

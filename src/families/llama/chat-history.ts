@@ -51,7 +51,8 @@ export function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem
             param: `messages.${index}.tool_call_id`,
           });
         }
-        open.call.result = parseResult(message.content);
+        // The client's text as it is: templates render a tool message's content unchanged.
+        open.call.result = message.content;
         openCalls.delete(message.toolCallId!);
         break;
       }
@@ -73,15 +74,6 @@ function parseArguments(text: string, index: number): unknown {
     return text.trim() === '' ? {} : JSON.parse(text);
   } catch {
     throw new InvalidRequestError(`messages[${index}].tool_calls: arguments must be a JSON string.`, { param: `messages.${index}.tool_calls` });
-  }
-}
-
-/** Tool results are usually JSON; plain text stays text. */
-function parseResult(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
   }
 }
 

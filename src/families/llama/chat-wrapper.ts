@@ -1,4 +1,4 @@
-import { GeneralChatWrapper, LlamaText, resolveChatWrapper, SpecialToken, type ChatWrapper, type ChatWrapperGeneratedContextState, type LlamaModel } from 'node-llama-cpp';
+import { GeneralChatWrapper, LlamaText, resolveChatWrapper, SpecialToken, type ChatWrapper, type ChatWrapperGeneratedContextState, type LlamaModel, type QwenChatWrapper } from 'node-llama-cpp';
 
 /**
  * Chat wrappers (node-llama-cpp's renderers of a model's chat template) for
@@ -41,8 +41,12 @@ export class ChatWrappers {
     if (effort !== undefined) templateArgs.reasoning_effort = effort;
     const resolved = resolveChatWrapper(this.model, {
       customWrapperSettings: {
-        // Qwen3's template with enable_thinking=false pre-fills an empty <think></think>; "discourage" renders exactly that.
-        ...(thinking === false ? { qwen: { thoughts: 'discourage' as const } } : {}),
+        qwen: {
+          // Qwen's templates put a tool message's content in as it is; node-llama-cpp would quote it as a JSON string.
+          _flatFunctionResultString: true,
+          // Qwen3's template with enable_thinking=false pre-fills an empty <think></think>; "discourage" renders exactly that.
+          ...(thinking === false ? { thoughts: 'discourage' as const } : {}),
+        } as ConstructorParameters<typeof QwenChatWrapper>[0],
         ...(effort !== undefined ? { harmony: { reasoningEffort: effort } } : {}),
         jinjaTemplate: { additionalRenderParameters: templateArgs },
       },

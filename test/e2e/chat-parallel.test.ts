@@ -40,7 +40,7 @@ describe.each([8, 16])('chat with parallel: %i', (parallel) => {
 
     // The model's whole training context (4096) for each sequence: the default, as memory allows.
     const perSequence = 4096;
-    expect(server.logs.some((l) => l.includes(`context plan: ${parallel} sequences × ${perSequence} tokens, f16 KV cache, batch 512`))).toBe(true);
+    expect(server.logs.some((l) => l.includes(`context plan: ${parallel} sequences × ${perSequence} tokens, batch 512`))).toBe(true);
     expect(server.logs.some((l) => l.includes(`context ready in`) && l.includes(`${parallel} × ${perSequence} tokens`))).toBe(true);
     const lease = await server.engine.acquire<LlamaChatModel>(CHAT_MODEL_ID, ['chat']);
     try {

@@ -1,4 +1,4 @@
-import { Router, type Request } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { statSync } from 'node:fs';
 import type { AnthropicModelInfo, AnthropicModelPage, ModelList, ModelObject } from '../../api/models.js';
 import { MODEL_KINDS, inputModalities } from '../../core/catalog.js';
@@ -51,7 +51,7 @@ export function modelsRouter({ engine }: ServerContext): Router {
     capabilities: null,
   });
 
-  router.get(['/v1/models', '/v1/anthropic/v1/models'], async (req, res) => {
+  const list = async (req: Request, res: Response) => {
     const models = await engine.store.list();
     if (wantsAnthropic(req)) {
       const data = models.filter((m) => m.entry.kind === 'chat').map((m) => toAnthropic(m, loadedNow()));
@@ -61,12 +61,16 @@ export function modelsRouter({ engine }: ServerContext): Router {
     }
     const body: ModelList = { object: 'list', data: models.map((m) => toObject(m, loadedNow())) };
     res.json(body);
-  });
-
-  router.get(['/v1/models/:model', '/v1/anthropic/v1/models/:model'], async (req, res) => {
+  };
+  const one = async (req: Request, res: Response) => {
     const model = await engine.resolve(String(req.params.model), wantsAnthropic(req) ? ['chat'] : MODEL_KINDS);
     res.json(wantsAnthropic(req) ? toAnthropic(model, loadedNow()) : toObject(model, loadedNow()));
-  });
+  };
+  // One route per path, so that metrics label each by its own pattern.
+  for (const base of ['/v1/models', '/v1/anthropic/v1/models']) {
+    router.get(base, list);
+    router.get(`${base}/:model`, one);
+  }
 
   return router;
 }

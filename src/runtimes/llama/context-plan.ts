@@ -195,5 +195,7 @@ export function describePlan(id: string, plan: ContextPlan, request: ContextRequ
   const contexts = plan.contexts > 1 ? `${plan.contexts} contexts × ` : '';
   const sequences = plan.sequences > 1 ? `${plan.sequences} sequences × ` : '';
   const memory = plan.bytes > 0 ? `≈${formatBytes(plan.bytes)} of a ${formatBytes(plan.budgetBytes)} budget` : 'memory unknown';
-  return `${id}: context plan: ${contexts}${sequences}${plan.contextSize} tokens, ${plan.kvType} KV cache, batch ${plan.batchSize}, ${memory} (${request.source}${plan.adjusted ? `; ${plan.adjusted}` : ''})`;
+  // The cache type is named when it is not llama.cpp's default (f16; encoders such as BERT keep no KV cache at all).
+  const kv = plan.kvType === 'f16' ? '' : `${plan.kvType} KV cache, `;
+  return `${id}: context plan: ${contexts}${sequences}${plan.contextSize} tokens, ${kv}batch ${plan.batchSize}, ${memory} (${request.source}${plan.adjusted ? `; ${plan.adjusted}` : ''})`;
 }

@@ -169,6 +169,14 @@ export class LlamaChatModel implements ChatModel {
   }
 
   async prefill(request: ChatRequest, signal: AbortSignal): Promise<void> {
+    const fingerprints = request.messages.map((m) => fingerprint(m));
+    // Known before anything is awaited, so that the request continuing the conversation, sent right after, waits for it.
+    const entry = { fingerprints, done: this.evaluateAhead(request, fingerprints, signal) };
+    this.prefilling.add(entry);
+    await entry.done.finally(() => this.prefilling.delete(entry));
+  }
+
+  private async evaluateAhead(request: ChatRequest, fingerprints: string[], signal: AbortSignal): Promise<void> {
     await this.growing;
     const { slots, gate, info } = this.state;
     // Never queued (a warm-up that would wait is late), and with several sequences one stays free for whatever request comes meanwhile.
@@ -176,21 +184,15 @@ export class LlamaChatModel implements ChatModel {
     if (request.messages.some((m) => m.media?.length) || slots.pool.available <= keepFree || slots.pool.waiting > 0) return;
     const { prompt } = this.promptOf(request, request.messages);
     if (prompt.length >= info.contextSize) return;
-    const fingerprints = request.messages.map((m) => fingerprint(m));
     const slot = await slots.take(prompt, (free) => pickSlot(free, fingerprints), { growth: 0, signal });
-    const done = (async () => {
-      try {
-        const from = slot.sequence.nextTokenIndex;
-        if (from < prompt.length && !signal.aborted) await slot.sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(from));
-        slot.held = fingerprints;
-      } finally {
-        gate.leave(slot.sequence);
-        slots.release(slot);
-      }
-    })();
-    const entry = { fingerprints, done };
-    this.prefilling.add(entry);
-    await done.finally(() => this.prefilling.delete(entry));
+    try {
+      const from = slot.sequence.nextTokenIndex;
+      if (from < prompt.length && !signal.aborted) await slot.sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(from));
+      slot.held = fingerprints;
+    } finally {
+      gate.leave(slot.sequence);
+      slots.release(slot);
+    }
   }
 
   async hold(generationId: string, ms: number): Promise<void> {

@@ -77,6 +77,13 @@ export type CatalogEntry = z.infer<typeof entrySchema>;
 
 export const catalogSchema = z.strictObject({
   version: z.literal(1),
+  /**
+   * Per kind, the catalog's entries from the one a user should get first:
+   * best quality first (the default pick, core/model-choice.ts, takes the first
+   * installed one the memory budget loads). Usable without request fields
+   * beyond the model's own (a designed or cloned voice needs them: last).
+   */
+  preference: z.partialRecord(z.enum(MODEL_KINDS), z.array(z.string())).default({}),
   models: z.array(z.unknown()),
 });
 
@@ -89,10 +96,13 @@ export function isBundled(entry: CatalogEntry): boolean {
 
 export class Catalog {
   readonly entries: readonly CatalogEntry[];
+  /** Per kind, entry ids best first (models.json `preference`). */
+  readonly preference: Partial<Record<ModelKind, readonly string[]>>;
   private readonly byName = new Map<string, CatalogEntry>();
 
-  constructor(entries: CatalogEntry[]) {
+  constructor(entries: CatalogEntry[], preference: Partial<Record<ModelKind, readonly string[]>> = {}) {
     this.entries = entries;
+    this.preference = preference;
     for (const entry of entries) {
       for (const name of [entry.id, ...entry.aliases]) {
         const clash = this.byName.get(name);
@@ -112,7 +122,14 @@ export class Catalog {
       const id = typeof item === 'object' && item !== null && 'id' in item ? String(item.id) : `#${index}`;
       throw new CatalogError(`${source}: invalid model entry '${id}':\n${z.prettifyError(parsed.error)}`);
     });
-    return new Catalog(entries);
+    const catalog = new Catalog(entries, top.data.preference);
+    for (const [kind, ids] of Object.entries(top.data.preference)) {
+      for (const id of ids ?? []) {
+        const entry = catalog.get(id);
+        if (!entry || entry.id !== id || entry.kind !== kind) throw new CatalogError(`${source}: preference.${kind} names '${id}', which is no ${kind} entry's id`);
+      }
+    }
+    return catalog;
   }
 
   static load(file: string): Catalog {

@@ -1,12 +1,13 @@
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Catalog, DEFAULT_CATALOG_PATH, isBundled, type ModelKind } from './catalog.js';
+import { Catalog, DEFAULT_CATALOG_PATH, isBundled, MODEL_KINDS, type ModelKind } from './catalog.js';
 import { InvalidRequestError, ModelNotFoundError, OverloadedError, ServerError, UnsupportedError } from './errors.js';
 import { EngineEvents, type EngineEvent } from './events.js';
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
 import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
 import type { VoiceActivityDetector } from './voice-activity.js';
+import { aliasTable, KIND_NAMES, NO_CHOICES, noModelOfKind, pickDefault, vendorName, type DefaultPick, type ModelChoices } from './model-choice.js';
 
 /**
  * The one engine instance that `serve` and every CLI command create and pass
@@ -29,6 +30,8 @@ export interface EngineOptions {
   contextSizes: ContextSizes;
   /** Host memory per chat model for conversations its sequences give up (`--cache-ram`); undefined: the loader's default. */
   cacheRamBytes?: number;
+  /** The operator's default per kind and aliases (`--default-model`, `--alias`, `--alias-vendor-chat`): core/model-choice.ts. */
+  models: ModelChoices;
   loaders: LoaderTable;
   /** Install-time work per `${backend}:${kind}` (`lserve pull`); from the composition root too. */
   preparers: PreparerTable;
@@ -59,6 +62,7 @@ export function defaultEngineOptions(): EngineOptions {
     parallel: 4,
     maxQueue: 64,
     contextSizes: { models: {} },
+    models: NO_CHOICES,
     // The composition root (src/compose.ts) hands the engine this build's loaders.
     loaders: {},
     preparers: {},
@@ -111,7 +115,7 @@ export class Engine {
    * kind is a 400 that says which kind it is.
    */
   async resolve(name: string, kinds: readonly ModelKind[], param = 'model'): Promise<InstalledModel> {
-    const installed = await this.store.resolve(name);
+    const installed = (await this.store.resolve(name)) ?? (await this.resolveAlias(name, param));
     if (!installed) {
       const entry = this.catalog.get(name);
       if (entry && !isBundled(entry)) {
@@ -128,6 +132,64 @@ export class Engine {
       );
     }
     return installed;
+  }
+
+  /**
+   * What a name no installed model has stands for: the operator's alias, or
+   * a name apps hard-code (core/model-choice.ts) standing for its kind's
+   * default; undefined for any other name (resolve's 404).
+   */
+  private async resolveAlias(name: string, param: string): Promise<InstalledModel | undefined> {
+    const target = this.options.models.aliases[name];
+    if (target !== undefined) {
+      const aliased = await this.store.resolve(target);
+      if (!aliased) throw new ModelNotFoundError(`'${name}' is an alias of '${target}' (--alias), which is not installed. Run \`lserve pull ${target}\` to get it.`, param);
+      return aliased;
+    }
+    const vendor = vendorName(name);
+    if (!vendor) return undefined;
+    if (vendor.chat && !this.options.models.vendorChat) {
+      const chats = (await this.store.list()).filter((m) => m.entry.kind === 'chat');
+      if (chats.length !== 1) {
+        throw new ModelNotFoundError(
+          `'${name}' is another provider's chat model. ${chats.length === 0 ? 'No chat model is installed' : `Several chat models are installed (${chats.map((m) => m.id).join(', ')})`}: name one, or let such names stand for the default chat model with \`lserve serve --alias-vendor-chat\` (or \`--alias ${name}=MODEL\`).`,
+          param,
+        );
+      }
+    }
+    return this.store.resolve(await this.defaultModel(vendor.kind, name));
+  }
+
+  /** The default of each kind that has a model installed (core/model-choice.ts). */
+  async defaults(installed?: readonly InstalledModel[]): Promise<Partial<Record<ModelKind, DefaultPick>>> {
+    const models = installed ?? (await this.store.list());
+    const picks: Partial<Record<ModelKind, DefaultPick>> = {};
+    for (const kind of MODEL_KINDS) {
+      const pick = pickDefault(models, kind, this.catalog, this.options.models, this.options.maxMemoryBytes);
+      if (pick) picks[kind] = pick;
+    }
+    return picks;
+  }
+
+  /** The names that stand for models now, and the models they stand for (core/model-choice.ts aliasTable). */
+  async aliases(): Promise<Array<{ alias: string; model: string; pattern?: true }>> {
+    const installed = await this.store.list();
+    return aliasTable(installed, await this.defaults(installed), this.options.models);
+  }
+
+  /**
+   * The model a request of `kind` that names none goes to; a 404 that says
+   * what to pull when none is installed. `name`: the name the request used,
+   * when it stands for the default (`whisper-1`).
+   */
+  async defaultModel(kind: ModelKind, name?: string): Promise<string> {
+    const chosen = this.options.models.defaults[kind];
+    const pick = pickDefault(await this.store.list(), kind, this.catalog, this.options.models, this.options.maxMemoryBytes);
+    if (chosen !== undefined && pick?.how !== 'chosen') {
+      throw new ModelNotFoundError(`The default ${KIND_NAMES[kind].what} model is '${chosen}' (--default-model ${kind}=${chosen}), which is not installed as one. Run \`lserve pull ${chosen}\`, or choose another.`);
+    }
+    if (!pick) throw noModelOfKind(kind, name);
+    return pick.id;
   }
 
   /** Resolves and loads a model, returning a lease the caller must release. */

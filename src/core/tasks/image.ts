@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { decodeRgba, resizeRgba, type OutputFormat, type RgbaImage } from '../../image/rgba.js';
 import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
-import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
+import { InvalidRequestError, UnsupportedError } from '../errors.js';
 import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
 import { alphaMask, binarizeMask, maskedPixels, repaintMask } from '../../image/mask.js';
@@ -23,7 +23,6 @@ import { rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
 
 const KINDS: readonly ModelKind[] = ['image'];
 /** Preferred default when several image models are installed. */
-export const DEFAULT_IMAGE_MODEL = 'sd-turbo';
 export { MAX_PROMPT_CHARS } from './image/options.js';
 /** Largest input image (img2img, edits) before it is resized to a working size. */
 export const MAX_INPUT_PIXELS = 16_000_000;
@@ -73,13 +72,9 @@ export interface GenerateOptions {
   onProgress?: (progress: ImageProgress) => void;
 }
 
-/** The installed image model to use when a request names none. */
-export async function defaultImageModel(engine: Engine): Promise<string> {
-  const installed = (await engine.store.list()).filter((m) => m.entry.kind === 'image' && !isLatentDecoderModel(m));
-  if (installed.some((m) => m.id === DEFAULT_IMAGE_MODEL)) return DEFAULT_IMAGE_MODEL;
-  if (installed.length === 1) return installed[0]!.id;
-  if (installed.length === 0) throw new ModelNotFoundError(`No image model is installed. Run \`lserve pull ${DEFAULT_IMAGE_MODEL}\` to get one.`);
-  throw new InvalidRequestError(`'model' is required: several image models are installed (${installed.map((m) => m.id).join(', ')}).`, { param: 'model', code: 'missing_required_parameter' });
+/** The image model a request that names none goes to (core/model-choice.ts; a latent decoder never is). */
+export function defaultImageModel(engine: Engine): Promise<string> {
+  return engine.defaultModel('image');
 }
 
 export async function generateImages(engine: Engine, request: ImageRequest, options: GenerateOptions = {}): Promise<ImageResult> {

@@ -45,14 +45,9 @@ export interface OcrRequest {
   keepAliveMs?: number;
 }
 
-/** Preferred OCR models, best first: the first installed one is the default. */
-export const OCR_MODEL_PREFERENCE = ['ppocr-v5-server', 'ppocr-v5-mobile', 'ppocr-v4-mobile'] as const;
-
-export async function defaultOcrModel(engine: Engine): Promise<string> {
-  for (const id of OCR_MODEL_PREFERENCE) {
-    if (await engine.store.resolve(id)) return id;
-  }
-  return OCR_MODEL_PREFERENCE[OCR_MODEL_PREFERENCE.length - 1];
+/** The OCR model a request that names none goes to (core/model-choice.ts; PP-OCRv4 is bundled, so there is always one). */
+export function defaultOcrModel(engine: Engine): Promise<string> {
+  return engine.defaultModel('ocr');
 }
 
 export async function ocr(engine: Engine, request: OcrRequest, signal?: AbortSignal): Promise<OcrResult> {

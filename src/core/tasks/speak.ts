@@ -3,7 +3,7 @@ import { createStretcher } from '../../audio/stretch.js';
 import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
 import type { Lease } from '../manager.js';
-import { InvalidRequestError, ModelNotFoundError, PayloadTooLargeError } from '../errors.js';
+import { InvalidRequestError, PayloadTooLargeError } from '../errors.js';
 import { canonicalLanguage, canonicalSpeaker } from './speak/voices.js';
 import { packSentences, splitSentences } from './speak/sentences.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/synthesizer.js';
@@ -61,15 +61,9 @@ export interface PreparedSpeech {
   release(): void;
 }
 
-/** The installed synthesis model to use when a request names none. */
-export async function defaultSpeechModel(engine: Engine): Promise<string> {
-  const installed = (await engine.store.list()).filter((m) => m.entry.kind === 'tts');
-  if (installed.length === 1) return installed[0]!.id;
-  if (installed.length === 0) throw new ModelNotFoundError('No speech synthesis model is installed. Run `lserve pull piper-en-lessac` (fast) or `lserve pull qwen3-tts-customvoice` to get one.');
-  throw new InvalidRequestError(`'model' is required: several speech synthesis models are installed (${installed.map((m) => m.id).join(', ')}).`, {
-    param: 'model',
-    code: 'missing_required_parameter',
-  });
+/** The synthesis model a request that names none goes to (core/model-choice.ts). */
+export function defaultSpeechModel(engine: Engine): Promise<string> {
+  return engine.defaultModel('tts');
 }
 
 export async function prepareSpeech(engine: Engine, request: SpeakRequest, signal?: AbortSignal): Promise<PreparedSpeech> {

@@ -1,7 +1,6 @@
 import { decodeAudio } from '../../audio/decode.js';
-import type { ModelKind } from '../catalog.js';
 import type { Engine } from '../engine.js';
-import { InvalidRequestError, ModelNotFoundError, UnsupportedError } from '../errors.js';
+import { InvalidRequestError, UnsupportedError } from '../errors.js';
 import type { Transcriber, Transcription, TranscriptionOptions } from './transcribe/transcriber.js';
 import { speechSegments, splitForWindows } from '../../audio/vad.js';
 
@@ -31,25 +30,14 @@ export interface TranscribeResult extends Transcription {
   model: string;
 }
 
-/** The installed speech recognition model to use when a request names none. */
+/** The speech recognition model a request that names none goes to (core/model-choice.ts). */
 export function defaultAsrModel(engine: Engine): Promise<string> {
-  return onlyInstalled(engine, 'asr', 'speech recognition', 'whisper-base');
+  return engine.defaultModel('asr');
 }
 
-/** The installed streaming recognition model to use when a connection names none. */
+/** The streaming recognition model a connection that names none goes to. */
 export function defaultStreamingModel(engine: Engine): Promise<string> {
-  return onlyInstalled(engine, 'asr-stream', 'streaming speech recognition', 'zipformer-en-streaming');
-}
-
-/** The one installed model of a kind: none is a 404 that says what to pull, several a 400 asking to choose. */
-async function onlyInstalled(engine: Engine, kind: ModelKind, what: string, suggestion: string): Promise<string> {
-  const installed = (await engine.store.list()).filter((m) => m.entry.kind === kind);
-  if (installed.length === 1) return installed[0]!.id;
-  if (installed.length === 0) throw new ModelNotFoundError(`No ${what} model is installed. Run \`lserve pull ${suggestion}\` to get one.`);
-  throw new InvalidRequestError(`'model' is required: several ${what} models are installed (${installed.map((m) => m.id).join(', ')}).`, {
-    param: 'model',
-    code: 'missing_required_parameter',
-  });
+  return engine.defaultModel('asr-stream');
 }
 
 export async function transcribe(engine: Engine, request: TranscribeRequest, signal: AbortSignal): Promise<TranscribeResult> {

@@ -1,6 +1,5 @@
 import type { OutputFormat } from '../../../image/rgba.js';
 import type { LoadedModel } from '../../loader.js';
-import type { InstalledModel } from '../../store.js';
 import type { ImageModelSettings } from './options.js';
 import type { JobQueue } from '../../job-queue.js';
 
@@ -11,15 +10,7 @@ import type { JobQueue } from '../../job-queue.js';
  * (TAESD-class) a request may name as its `vae`.
  */
 
-/** A latent decoder as an ONNX graph (file role of an `image` model). */
-export const LATENT_DECODER_ROLE = 'latent_decoder';
-/** A latent decoder as TAESD's safetensors weights (the graph is built at load). */
-export const DECODER_WEIGHTS_ROLE = 'decoder_weights';
-
-/** Whether an installed model is a latent decoder (TAESD-class) rather than a whole pipeline. */
-export function isLatentDecoderModel(installed: InstalledModel): boolean {
-  return installed.files[LATENT_DECODER_ROLE] !== undefined || installed.files[DECODER_WEIGHTS_ROLE] !== undefined;
-}
+export { DECODER_WEIGHTS_ROLE, isLatentDecoderModel, LATENT_DECODER_ROLE } from '../../model-choice.js';
 
 /** A request checked against the model, every input image decoded: nothing left that can be a 4xx. */
 export interface ImagePlan {

@@ -20,6 +20,21 @@ export interface ModelObject {
   architecture?: { input_modalities: ('text' | MediaInput)[]; output_modalities: ['text'] };
   /** Extension, text models while loaded: tokens one conversation (or input) may hold, as the load chose. */
   context_length?: number;
+  /** Extension: the default of its kind, where requests that name no model of the kind go (core/model-choice.ts). */
+  default?: true;
+}
+
+/**
+ * Extension: a name that answers with a model without being its id: the
+ * operator's aliases (`--alias`), and the names apps hard-code (`whisper-1`,
+ * `tts-1`, …) standing for their kind's default; `gpt-*`, `claude-*` and
+ * OpenAI's `o1`…`o4*` as patterns while they stand for the default chat model.
+ */
+export interface ModelAlias {
+  alias: string;
+  model: string;
+  /** A family of names (`gpt-*`) rather than one name. */
+  pattern?: true;
 }
 
 /**
@@ -55,6 +70,8 @@ export interface AnthropicModelPage {
 export interface ModelList {
   object: 'list';
   data: ModelObject[];
+  /** Extension: the names that stand for models, listed apart so that clients listing models see each model once. */
+  aliases: ModelAlias[];
 }
 
 /**

@@ -113,7 +113,7 @@ export interface ChatUsage {
 
 export type ChatDelta =
   /** First, once the request holds a sequence: the prompt size is known, generation starts. */
-  | { type: 'start'; promptTokens: number; cachedPromptTokens: number }
+  | { type: 'start'; promptTokens: number; cachedPromptTokens: number; /** The installed model answering (the request may have named an alias). */ model?: string }
   | { type: 'reasoning'; text: string }
   | { type: 'content'; text: string }
   | { type: 'tool_call'; index: number; call: ChatToolCall }
@@ -183,6 +183,9 @@ export async function* chat(engine: Engine, request: ChatRequest, signal: AbortS
         engine.report({ type: 'chat', model, promptTokens, completionTokens, decodeTokensPerSecond });
       } else if (delta.type !== 'start') {
         firstOutput ??= performance.now();
+      } else {
+        yield { ...delta, model };
+        continue;
       }
       yield delta;
     }
@@ -251,6 +254,8 @@ export async function holdChat(engine: Engine, model: string, generationId: stri
 }
 
 export interface ChatResult {
+  /** The installed model that answered. */
+  model?: string;
   content: string;
   reasoning: string;
   toolCalls: ChatToolCall[];
@@ -264,11 +269,13 @@ export async function collectChat(deltas: AsyncIterable<ChatDelta>): Promise<Cha
   let content = '';
   let reasoning = '';
   const toolCalls: ChatToolCall[] = [];
+  let model: string | undefined;
   for await (const delta of deltas) {
-    if (delta.type === 'content') content += delta.text;
+    if (delta.type === 'start') model = delta.model;
+    else if (delta.type === 'content') content += delta.text;
     else if (delta.type === 'reasoning') reasoning += delta.text;
     else if (delta.type === 'tool_call') toolCalls.push(delta.call);
-    else if (delta.type === 'done') return { content, reasoning, toolCalls, finishReason: delta.finishReason, stopSequence: delta.stopSequence, usage: delta.usage };
+    else if (delta.type === 'done') return { model, content, reasoning, toolCalls, finishReason: delta.finishReason, stopSequence: delta.stopSequence, usage: delta.usage };
   }
   throw new Error('chat stream ended without a final delta');
 }

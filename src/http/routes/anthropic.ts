@@ -62,11 +62,11 @@ export function anthropicRouter({ engine, shutdown, inputs, sealer, options }: S
     const { request, applied } = edits?.length ? await applyContextEdits(translated.request, edits, counterFor(engine, body.model)) : { request: translated.request, applied: [] };
     const id = `msg_${randomUUID().replaceAll('-', '')}`;
     const contextManagement = edits?.length ? { context_management: { applied_edits: applied } } : {};
-    const message = (fields: Pick<MessageResponse, 'content' | 'stop_reason' | 'stop_sequence' | 'usage'>): MessageResponse => ({
+    // The installed model that answered, whatever name the request used (an alias, a name apps hard-code).
+    const message = (fields: Pick<MessageResponse, 'content' | 'stop_reason' | 'stop_sequence' | 'usage' | 'model'>): MessageResponse => ({
       id,
       type: 'message',
       role: 'assistant',
-      model: body.model,
       stop_details: null,
       container: null,
       ...fields,
@@ -77,7 +77,7 @@ export function anthropicRouter({ engine, shutdown, inputs, sealer, options }: S
       // Cache warming: the prompt is evaluated into the sequence a request continuing it will take; nothing is generated.
       const promptTokens = await countChatTokens(engine, request);
       await prefillChat(engine, request, signal);
-      res.json(message({ content: [], stop_reason: 'max_tokens', stop_sequence: null, usage: usageOf(promptTokens, 0) }));
+      res.json(message({ content: [], stop_reason: 'max_tokens', stop_sequence: null, usage: usageOf(promptTokens, 0), model: (await engine.resolve(body.model, ['chat'])).id }));
       return;
     }
 
@@ -91,6 +91,7 @@ export function anthropicRouter({ engine, shutdown, inputs, sealer, options }: S
       const { promptTokens, cachedPromptTokens } = result.usage;
       res.json(
         message({
+          model: result.model ?? body.model,
           content,
           stop_reason: stopReason(result.finishReason, result.stopSequence, assembler.calledTools),
           stop_sequence: result.stopSequence,
@@ -132,7 +133,7 @@ async function stream(
   options: {
     display: 'summarized' | 'omitted';
     sign: (text: string) => string;
-    message: (fields: Pick<MessageResponse, 'content' | 'stop_reason' | 'stop_sequence' | 'usage'>) => MessageResponse;
+    message: (fields: Pick<MessageResponse, 'content' | 'stop_reason' | 'stop_sequence' | 'usage' | 'model'>) => MessageResponse;
     applied?: AppliedEdit[];
   },
 ): Promise<void> {
@@ -150,7 +151,7 @@ async function stream(
       const delta = next.value;
       if (delta.type === 'start') {
         prompt = { tokens: delta.promptTokens, cached: delta.cachedPromptTokens };
-        const start = options.message({ content: [], stop_reason: null, stop_sequence: null, usage: usageOf(prompt.tokens, prompt.cached) });
+        const start = options.message({ content: [], stop_reason: null, stop_sequence: null, usage: usageOf(prompt.tokens, prompt.cached), model: delta.model ?? '' });
         delete start.context_management;
         sse.event('message_start', { type: 'message_start', message: start });
       } else if (delta.type === 'done') {

@@ -22,17 +22,19 @@ export function chatRouter({ engine, shutdown, inputs }: ServerContext): Router 
 
     if (!body.stream) {
       const result = await collectChat(chat(engine, request, signal));
-      const response: ChatCompletion = chatCompletionFrom(result, body.model, id, created);
+      // The installed model that answered, as OpenAI answers an alias with the model's own name.
+      const response: ChatCompletion = chatCompletionFrom(result, result.model ?? body.model, id, created);
       res.json(response);
       return;
     }
 
     const includeUsage = body.stream_options?.include_usage === true;
+    let model = body.model;
     const chunk = (delta: ChatCompletionChunk['choices'][0]['delta'], finish: ChatCompletionChunk['choices'][0]['finish_reason'] = null): ChatCompletionChunk => ({
       id,
       object: 'chat.completion.chunk',
       created,
-      model: body.model,
+      model,
       system_fingerprint: SYSTEM_FINGERPRINT,
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
       ...(includeUsage ? { usage: null } : {}),
@@ -40,6 +42,7 @@ export function chatRouter({ engine, shutdown, inputs }: ServerContext): Router 
     const deltas = chat(engine, request, signal)[Symbol.asyncIterator]();
     // The first delta comes after lookup, load, validation and queueing: until then, failures are plain HTTP errors.
     let next = await deltas.next();
+    if (!next.done && next.value.type === 'start') model = next.value.model ?? model;
     const sse = new SseWriter(res);
     sse.data(chunk({ role: 'assistant', content: '' }));
     let sawToolCall = false;

@@ -22,7 +22,7 @@ const wantsAnthropic = (req: Request) => req.path.startsWith('/v1/anthropic/') |
 export function modelsRouter({ engine }: ServerContext): Router {
   const router = Router();
   const loadedNow = () => new Map(engine.manager.loaded().map((m) => [m.id, m]));
-  const toObject = (model: InstalledModel, loaded: Map<string, LoadedInfo>): ModelObject => {
+  const toObject = (model: InstalledModel, loaded: Map<string, LoadedInfo>, defaults: ReadonlySet<string> = new Set()): ModelObject => {
     const input = inputModalities(model.entry);
     const contextLength = loaded.get(model.id)?.contextSize;
     return {
@@ -35,8 +35,10 @@ export function modelsRouter({ engine }: ServerContext): Router {
       loaded: loaded.has(model.id),
       ...(input ? { architecture: { input_modalities: input, output_modalities: ['text'] } } : {}),
       ...(contextLength ? { context_length: contextLength } : {}),
+      ...(defaults.has(model.id) ? { default: true as const } : {}),
     };
   };
+  const defaultIds = async () => new Set(Object.values(await engine.defaults()).map((pick) => pick.id));
   const toAnthropic = (model: InstalledModel, loaded: Map<string, LoadedInfo>): AnthropicModelInfo => ({
     type: 'model',
     id: model.id,
@@ -59,12 +61,13 @@ export function modelsRouter({ engine }: ServerContext): Router {
       res.json(page);
       return;
     }
-    const body: ModelList = { object: 'list', data: models.map((m) => toObject(m, loadedNow())) };
+    const defaults = await defaultIds();
+    const body: ModelList = { object: 'list', data: models.map((m) => toObject(m, loadedNow(), defaults)), aliases: await engine.aliases() };
     res.json(body);
   };
   const one = async (req: Request, res: Response) => {
     const model = await engine.resolve(String(req.params.model), wantsAnthropic(req) ? ['chat'] : MODEL_KINDS);
-    res.json(wantsAnthropic(req) ? toAnthropic(model, loadedNow()) : toObject(model, loadedNow()));
+    res.json(wantsAnthropic(req) ? toAnthropic(model, loadedNow()) : toObject(model, loadedNow(), await defaultIds()));
   };
   // One route per path, so that metrics label each by its own pattern.
   for (const base of ['/v1/models', '/v1/anthropic/v1/models']) {

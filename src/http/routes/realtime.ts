@@ -46,10 +46,12 @@ export const realtimeRoute: WebSocketRoute = {
     const transcription = url.searchParams.get('intent') === 'transcription';
     const model = url.searchParams.get('model') ?? '';
     let refusal: LserveError | undefined;
+    // The installed model (the query may name an alias): what metrics label.
+    let installed = model;
     try {
       if (!transcription) {
         if (!model) throw new InvalidRequestError("The 'model' query parameter names the chat model: /v1/realtime?model=<id>.", { param: 'model', code: 'missing_required_parameter' });
-        await ctx.engine.resolve(model, ['chat']);
+        installed = (await ctx.engine.resolve(model, ['chat'])).id;
       }
     } catch (error) {
       // Told over the socket, as an error event and a close, where an SDK shows it.
@@ -81,7 +83,7 @@ export const realtimeRoute: WebSocketRoute = {
               if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(event));
             },
             log: ctx.options.log,
-            voiceLatency: (seconds) => engine.report({ type: 'voice-latency', model, seconds }),
+            voiceLatency: (seconds) => engine.report({ type: 'voice-latency', model: installed, seconds }),
             speculate: ctx.options.speculativeTurns,
             warm: ctx.options.warmAnswers,
             readReferenceAudio: (value, param, signal) => referenceAudio(value, ctx, signal, param),

@@ -114,14 +114,16 @@ export function responsesRouter({ engine, shutdown, state, inputs, sealer, optio
     const id = itemId('resp');
     const createdAt = Math.floor(Date.now() / 1000);
     const { deltas, first } = await begin(engine, request, body.truncation === 'auto', signal);
+    // The response names the installed model that answered, whatever name the request used.
+    const answered = { ...body, model: (!first.done && first.value.type === 'start' ? first.value.model : undefined) ?? body.model };
     const input = inputItems(body).map(storedInputItem);
     const final = async (assembler: ResponseAssembler, reason: FinishReason, usage: ChatUsage): Promise<ResponseObject> => {
       const output = assembler.finish(reason);
       // A turn that made tool calls is complete (as chat's finish_reason is then 'tool_calls'), whatever stopped it.
       const cut = reason === 'length' && !output.some((item) => item.type === 'function_call' || item.type === 'custom_tool_call' || item.type === 'tool_search_call');
-      const response = responseObject(body, id, createdAt, { status: cut ? 'incomplete' : 'completed', output, usage: usageOf(usage) });
+      const response = responseObject(answered, id, createdAt, { status: cut ? 'incomplete' : 'completed', output, usage: usageOf(usage) });
       // A generation the client left was cut short by that: not an answer to keep.
-      if (!signal.aborted) await save(responses, body, response, input);
+      if (!signal.aborted) await save(responses, answered, response, input);
       return response;
     };
 
@@ -136,7 +138,7 @@ export function responsesRouter({ engine, shutdown, state, inputs, sealer, optio
     const sse = new SseWriter(res);
     sse.heartbeat(KEEPALIVE_MS);
     const streamed = assembler((event) => sse.event(event.type, event));
-    const snapshot = responseObject(body, id, createdAt, { status: 'in_progress' });
+    const snapshot = responseObject(answered, id, createdAt, { status: 'in_progress' });
     streamed.event('response.created', { response: snapshot });
     streamed.event('response.in_progress', { response: snapshot });
     try {
@@ -152,7 +154,7 @@ export function responsesRouter({ engine, shutdown, state, inputs, sealer, optio
       if (!signal.aborted) {
         const failure = toLserveError(error);
         streamed.event('error', { code: failure.code, message: failure.message, param: failure.param });
-        const failed = responseObject(body, id, createdAt, { status: 'failed', output: streamed.output, error: { code: 'server_error', message: failure.message } });
+        const failed = responseObject(answered, id, createdAt, { status: 'failed', output: streamed.output, error: { code: 'server_error', message: failure.message } });
         streamed.event('response.failed', { response: failed });
       }
     } finally {

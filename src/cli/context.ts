@@ -2,8 +2,11 @@ import type { Command } from 'commander';
 import type { ContextSizes } from '../core/loader.js';
 import { Engine, type EngineOptions } from '../compose.js';
 import { parseByteSize, parseDuration } from '../core/units.js';
+import type { ModelKind } from '../core/catalog.js';
+import { KIND_NAMES } from '../core/model-choice.js';
 import { envHubToken, readHubTokenFile, type HubToken } from '../core/hub-auth.js';
 import { CliError, EXIT_USAGE } from './errors.js';
+import { modelChoices, type ModelChoiceFlags } from './model-choice-flags.js';
 
 /** Options every subcommand inherits from the program. */
 export interface GlobalOptions {
@@ -18,7 +21,7 @@ export function globalOptions(command: Command): GlobalOptions {
 }
 
 /** Engine options from the flags that tune it (shared by serve, run, ocr, …). */
-export interface EngineFlags {
+export interface EngineFlags extends ModelChoiceFlags {
   keepAlive?: string;
   maxMemory?: string;
   maxLoaded?: string;
@@ -48,6 +51,7 @@ export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, ext
   if (flags.parallel !== undefined) options.parallel = positiveInt(flags.parallel, '--parallel');
   if (flags.maxQueue !== undefined) options.maxQueue = positiveInt(flags.maxQueue, '--max-queue', true);
   if (flags.ctxSize?.length) options.contextSizes = parseContextSizes(flags.ctxSize);
+  options.models = modelChoices(flags);
   return new Engine(options);
 }
 
@@ -95,4 +99,12 @@ export function positiveInt(value: string, flag: string, allowZero = false): num
   const n = Number(value);
   if (!Number.isInteger(n) || n < (allowZero ? 0 : 1)) throw new CliError(`${flag} must be a ${allowZero ? 'non-negative' : 'positive'} integer, got '${value}'`, EXIT_USAGE);
   return n;
+}
+
+/** The model a command runs: `-m`, else its kind's default, which `--verbose` names on stderr. */
+export async function commandModel(engine: Engine, kind: ModelKind, named: string | undefined, global: GlobalOptions): Promise<string> {
+  if (named) return named;
+  const id = await engine.defaultModel(kind);
+  if (global.verbose) process.stderr.write(`using ${id}, the default ${KIND_NAMES[kind].what} model (-m to name another; --default-model ${kind}=MODEL to change the default)\n`);
+  return id;
 }

@@ -4,7 +4,8 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { generateImages, type ImageRequest } from '../../core/tasks/image.js';
 import { OUTPUT_FORMATS, type OutputFormat } from '../../image/rgba.js';
-import { createEngine, globalOptions, positiveInt } from '../context.js';
+import { collect, commandModel, createEngine, globalOptions, positiveInt } from '../context.js';
+import { DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { readInput } from '../inputs.js';
 
@@ -24,6 +25,7 @@ interface ImagineFlags {
   format?: OutputFormat;
   quality?: string;
   threads?: string;
+  defaultModel?: string[];
 }
 
 export function imagineCommand(): Command {
@@ -31,7 +33,8 @@ export function imagineCommand(): Command {
     .description('Generate images from a prompt (Stable Diffusion: SD-Turbo), or repaint one: --init for image to image, --init with --mask to inpaint.')
     .argument('<prompt>', 'what the image shows')
     .option('-o, --output <file>', 'output file (-n > 1: numbered, out-1.png, out-2.png, …); default lserve-<seed>.<format> here')
-    .option('-m, --model <id>', 'image model (default: sd-turbo, or the one installed)')
+    .option('-m, --model <id>', 'image model (default: the default image model)')
+    .option('--default-model <kind=model>', DEFAULT_MODEL_HELP, collect)
     .option('--size <WxH>', "image size, each side a multiple of 64 in the model's range (default 512x512; with --init, the image's own size)")
     .option('--steps <n>', 'denoising steps (SD-Turbo: 1 to 4, default 1)')
     .option('--seed <n>', 'seed of the first image (later ones use seed+1, …); the same seed gives the same image')
@@ -57,8 +60,8 @@ export function imagineCommand(): Command {
       ].join('\n'),
     )
     .action(async (prompt: string, flags: ImagineFlags, command: Command) => {
-      const request = await requestOf(prompt, flags);
-      const engine = createEngine(globalOptions(command), { threads: flags.threads });
+      const engine = createEngine(globalOptions(command), { threads: flags.threads, defaultModel: flags.defaultModel });
+      const request = { ...(await requestOf(prompt, flags)), model: await commandModel(engine, 'image', flags.model, globalOptions(command)) };
       const n = request.n ?? 1;
       const bar = process.stderr.isTTY
         ? new cliProgress.SingleBar({ format: 'imagine {bar} {image} step {step}/{steps}', hideCursor: true, clearOnComplete: true, stream: process.stderr }, cliProgress.Presets.shades_classic)

@@ -2,7 +2,9 @@ import { Command } from 'commander';
 import path from 'node:path';
 import { listingRow, listModels, type ModelListing } from '../../core/listing.js';
 import type { ModelStore } from '../../core/store.js';
-import { createEngine, globalOptions } from '../context.js';
+import { collect, createEngine, globalOptions } from '../context.js';
+import { DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
+import type { Engine } from '../../core/engine.js';
 import { plainTable, type ModelRow } from '../views/model-table.js';
 
 export function listCommand(): Command {
@@ -11,11 +13,12 @@ export function listCommand(): Command {
     .description('List installed and bundled models.')
     .option('--all', 'the whole catalog, including models not pulled yet')
     .option('--json', 'machine-readable output (an array of objects)')
+    .option('--default-model <kind=model>', DEFAULT_MODEL_HELP, collect)
     .addHelpText('after', '\nExamples:\n  $ lserve list\n  $ lserve list --all --json')
-    .action(async (flags: { all?: boolean; json?: boolean }, command: Command) => {
-      const engine = createEngine(globalOptions(command));
+    .action(async (flags: { all?: boolean; json?: boolean; defaultModel?: string[] }, command: Command) => {
+      const engine = createEngine(globalOptions(command), { defaultModel: flags.defaultModel });
       try {
-        const rows = await collectRows(engine.store, Boolean(flags.all));
+        const rows = await collectRows(engine, Boolean(flags.all));
         if (flags.json) {
           process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
         } else if (process.stdout.isTTY) {
@@ -31,9 +34,10 @@ export function listCommand(): Command {
     });
 }
 
-/** Installed and bundled models; with `all`, every catalog model too (not pulled, or partially). */
-export async function collectRows(store: ModelStore, all: boolean): Promise<ModelRow[]> {
-  return (await listModels(store, all)).map((listing) => rowOf(store, listing));
+/** Installed and bundled models, each kind's default marked; with `all`, every catalog model too (not pulled, or partially). */
+export async function collectRows(engine: Engine, all: boolean): Promise<ModelRow[]> {
+  const defaults = new Set(Object.values(await engine.defaults()).map((pick) => pick.id));
+  return (await listModels(engine.store, all)).map((listing) => ({ ...rowOf(engine.store, listing), ...(defaults.has(listing.id) ? { default: true as const } : {}) }));
 }
 
 function rowOf(store: ModelStore, listing: ModelListing): ModelRow {

@@ -8,7 +8,8 @@ import { decodeImage, encodePng } from '../../image/decode.js';
 import { drawPolygons } from '../../image/draw.js';
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
 import { expandInputs, readInput } from '../inputs.js';
-import { createEngine, globalOptions } from '../context.js';
+import { collect, commandModel, createEngine, globalOptions } from '../context.js';
+import { DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
 
 interface OcrFlags {
   model?: string;
@@ -16,13 +17,15 @@ interface OcrFlags {
   boxes?: boolean;
   output?: string;
   threads?: string;
+  defaultModel?: string[];
 }
 
 export function ocrCommand(): Command {
   return new Command('ocr')
     .description('Recognise text in images (PP-OCR). Prints the text; --json prints lines, scores and boxes.')
     .argument('<image...>', 'image files (png, jpeg, webp, tiff, gif, bmp), globs, or - for stdin')
-    .option('-m, --model <id>', 'OCR model (default: ppocr-v5-server if pulled, else the bundled ppocr-v4-mobile)')
+    .option('-m, --model <id>', 'OCR model (default: the default ocr model: ppocr-v5-server if pulled, else the bundled ppocr-v4-mobile)')
+    .option('--default-model <kind=model>', DEFAULT_MODEL_HELP, collect)
     .option('--json', 'print the full JSON response (an array when several images are given)')
     .option('--boxes', 'write a copy of each image with the detected line boxes drawn on it')
     .option('-o, --output <path>', 'with --boxes: the output PNG (one image) or directory (several); default <name>.boxes.png here')
@@ -31,7 +34,8 @@ export function ocrCommand(): Command {
     .action(async (patterns: string[], flags: OcrFlags, command: Command) => {
       if (flags.output && !flags.boxes) throw new CliError('-o/--output is only used with --boxes', EXIT_USAGE);
       const inputs = await expandInputs(patterns);
-      const engine = createEngine(globalOptions(command), { threads: flags.threads });
+      const engine = createEngine(globalOptions(command), { threads: flags.threads, defaultModel: flags.defaultModel });
+      const model = await commandModel(engine, 'ocr', flags.model, globalOptions(command));
       const results: Array<OcrResult & { file: string }> = [];
       let failed = 0;
       const bar = inputs.length > 1 && process.stderr.isTTY && !flags.json ? new cliProgress.SingleBar({ format: 'ocr {bar} {value}/{total} {file}', hideCursor: true, clearOnComplete: true, stream: process.stderr }, cliProgress.Presets.shades_classic) : undefined;
@@ -41,7 +45,7 @@ export function ocrCommand(): Command {
           bar?.update(index, { file: path.basename(input) });
           try {
             const image = await readInput(input);
-            const result = await ocr(engine, { model: flags.model, image, param: input });
+            const result = await ocr(engine, { model, image, param: input });
             results.push({ file: input, ...result });
             if (flags.boxes) await writeBoxes(image, result, boxesPath(input, flags.output, inputs.length));
             if (!flags.json) {

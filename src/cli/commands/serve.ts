@@ -1,10 +1,13 @@
 import { Command, Option } from 'commander';
+import type { Engine } from '../../core/engine.js';
+import type { ModelKind } from '../../core/catalog.js';
 import { parseByteSize, parseDuration } from '../../core/units.js';
 import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { filesLocation } from '../files-location.js';
 import { checkDatabaseUrl, redactUrl } from '../../core/state/open.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
+import { ALIAS_HELP, ALIAS_VENDOR_CHAT_HELP, ALIASES_HELP, DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
 import { CACHE_RAM_HELP, collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
 
 interface ServeFlags extends EngineFlags {
@@ -51,6 +54,10 @@ export function serveCommand(): Command {
     .option('--threads <n>', 'CPU threads per model (0 = runtime default)')
     .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
     .option('--cache-ram <size>', CACHE_RAM_HELP)
+    .option('--default-model <kind=model>', DEFAULT_MODEL_HELP, collect)
+    .option('--alias <name=model>', ALIAS_HELP, collect)
+    .option('--aliases <file>', ALIASES_HELP)
+    .option('--alias-vendor-chat', ALIAS_VENDOR_CHAT_HELP)
     .option('--strict-tools', 'refuse (400) tools that the provider\'s own servers run (web search, code execution, hosted MCP…) instead of leaving them out of what the model sees')
     .option('--max-body <size>', 'largest JSON request body', '64mb')
     .option('--max-upload <size>', 'largest uploaded file (multipart)', '256mb')
@@ -138,6 +145,7 @@ Examples:
       });
       const models = await engine.store.list();
       log(`lserve listening on ${server.url}/v1 (${models.length} model${models.length === 1 ? '' : 's'}: ${models.map((m) => m.id).join(', ') || 'none — run `lserve pull <id>`'})`);
+      for (const line of await defaultsLog(engine)) log(line);
       if (flags.ui) log(`playground: ${server.url}/`);
       if (databaseUrl) log(`state (stored responses, speech stream jobs): PostgreSQL at ${redactUrl(databaseUrl)}`);
       const { buildLlamaAddonInBackground } = await import('../../compose.js');
@@ -196,4 +204,22 @@ function responseRetention(flags: ServeFlags): { ttlSeconds?: number; maxRespons
   }
   if (flags.responsesMax !== undefined) retention.maxResponses = positiveInt(flags.responsesMax, '--responses-max');
   return retention;
+}
+
+/**
+ * What requests that name no model go to, said once at start: each kind
+ * with a choice to make (several installed) or made (--default-model), and
+ * a chosen model that is not installed.
+ */
+async function defaultsLog(engine: Engine): Promise<string[]> {
+  const picks = await engine.defaults();
+  const lines: string[] = [];
+  for (const [kind, model] of Object.entries(engine.options.models.defaults)) {
+    if (picks[kind as ModelKind]?.how !== 'chosen') lines.push(`defaults: --default-model ${kind}=${model} names no installed ${kind} model; run \`lserve pull ${model}\``);
+  }
+  for (const pick of Object.values(picks)) {
+    if (pick.how === 'chosen') lines.push(`defaults: ${pick.kind}=${pick.id} (chosen; ${pick.installed} installed)`);
+    else if (pick.installed > 1) lines.push(`defaults: ${pick.kind}=${pick.id} (${pick.installed} installed; --default-model ${pick.kind}=… to choose)`);
+  }
+  return lines;
 }

@@ -6,7 +6,8 @@ import { SPEECH_FORMATS, type SpeechFormat } from '../../api/speech.js';
 import type { Engine } from '../../core/engine.js';
 import { audioInfo } from '../../core/tasks/audio-info.js';
 import { defaultSpeechModel, prepareSpeech } from '../../core/tasks/speak.js';
-import { createEngine, globalOptions, positiveInt } from '../context.js';
+import { collect, commandModel, createEngine, globalOptions, positiveInt } from '../context.js';
+import { DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
 import { CliError, EXIT_USAGE } from '../errors.js';
 import { readInput } from '../inputs.js';
 
@@ -26,13 +27,15 @@ interface SpeakFlags {
   play?: boolean;
   listVoices?: boolean;
   threads?: string;
+  defaultModel?: string[];
 }
 
 export function speakCommand(): Command {
   return new Command('speak')
     .description('Synthesise speech from text (text to speech): preset voices, a described voice, or a cloned one.')
     .argument('[text]', 'text to speak (default: stdin)')
-    .option('-m, --model <id>', 'speech synthesis model (default: the one installed)')
+    .option('-m, --model <id>', 'speech synthesis model (default: the default tts model)')
+    .option('--default-model <kind=model>', DEFAULT_MODEL_HELP, collect)
     .option('--voice <name>', 'preset voice (speaker)')
     .option('--speaker <name>', 'preset speaker (same as --voice)')
     .option('--describe <text>', 'describe the voice in words (voice design models)')
@@ -52,10 +55,10 @@ export function speakCommand(): Command {
       '\nExamples:\n  $ lserve speak "Hello there" -o hello.wav\n  $ echo "Good morning" | lserve speak --voice Vivian --play\n  $ lserve speak -m qwen3-tts-voicedesign --describe "a warm, low voice" "Welcome back."\n  $ lserve speak -m qwen3-tts-voiceclone --clone me.wav --ref-text "What I said." "New words in my voice."\n  $ lserve speak --list-voices',
     )
     .action(async (text: string | undefined, flags: SpeakFlags, command: Command) => {
-      const engine = createEngine(globalOptions(command), { threads: flags.threads });
+      const engine = createEngine(globalOptions(command), { threads: flags.threads, defaultModel: flags.defaultModel });
       try {
         if (flags.listVoices) await listVoices(engine, flags.model);
-        else await speak(engine, text, flags);
+        else await speak(engine, text, { ...flags, model: await commandModel(engine, 'tts', flags.model, globalOptions(command)) });
       } finally {
         await engine.close();
       }

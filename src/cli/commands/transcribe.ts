@@ -7,8 +7,8 @@ import { formatTranscription, RESPONSE_FORMATS, type ResponseFormat } from '../.
 import { pcm16ToFloat32 } from '../../audio/pcm.js';
 import type { StreamingRecognizer } from '../../core/tasks/transcribe/streaming.js';
 import type { Engine } from '../../core/engine.js';
-import { defaultStreamingModel } from '../../core/tasks/transcribe.js';
-import { createEngine, globalOptions } from '../context.js';
+import { collect, commandModel, createEngine, globalOptions } from '../context.js';
+import { DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
 import { expandInputs, readInput } from '../inputs.js';
 
@@ -20,6 +20,7 @@ interface TranscribeFlags {
   temperature?: string;
   output?: string;
   threads?: string;
+  defaultModel?: string[];
   stream?: boolean;
   wordTimestamps?: boolean;
 }
@@ -28,7 +29,8 @@ export function transcribeCommand(): Command {
   return new Command('transcribe')
     .description('Transcribe audio files to text (speech to text, Whisper).')
     .argument('[audio...]', 'audio files (wav, mp3, flac, ogg/opus, webm, m4a), globs, or - for stdin')
-    .option('-m, --model <id>', 'speech recognition model (default: the one installed)')
+    .option('-m, --model <id>', 'speech recognition model (default: the default asr model; with --stream, asr-stream)')
+    .option('--default-model <kind=model>', DEFAULT_MODEL_HELP, collect)
     .option('--language <code>', 'language code, or auto to detect it', 'auto')
     .addOption(new Option('-f, --format <format>', 'output format').choices(RESPONSE_FORMATS).default('text'))
     .option('--prompt <text>', 'text that guides spelling and style (names, terms)')
@@ -44,9 +46,9 @@ export function transcribeCommand(): Command {
     .action(async (patterns: string[], flags: TranscribeFlags, command: Command) => {
       if (flags.stream) {
         if (patterns.length > 0) throw new CliError('--stream reads PCM from stdin; give no files', EXIT_USAGE);
-        const engine = createEngine(globalOptions(command), { threads: flags.threads });
+        const engine = createEngine(globalOptions(command), { threads: flags.threads, defaultModel: flags.defaultModel });
         try {
-          await streamCaptions(engine, flags.model);
+          await streamCaptions(engine, await commandModel(engine, 'asr-stream', flags.model, globalOptions(command)));
         } finally {
           await engine.close();
         }
@@ -58,9 +60,10 @@ export function transcribeCommand(): Command {
       const inputs = await expandInputs(patterns);
       if (flags.output && inputs.length > 1) throw new CliError('-o/--output takes one input', EXIT_USAGE);
       if (flags.wordTimestamps && flags.format !== 'verbose_json') throw new CliError('--word-timestamps needs --format verbose_json (the only format with words)', EXIT_USAGE);
-      const engine = createEngine(globalOptions(command), { threads: flags.threads });
+      const engine = createEngine(globalOptions(command), { threads: flags.threads, defaultModel: flags.defaultModel });
       let failed = 0;
       try {
+        const model = await commandModel(engine, 'asr', flags.model, globalOptions(command));
         for (const input of inputs) {
           const bar = process.stderr.isTTY ? new cliProgress.SingleBar({ format: `${input} {bar} {percentage}%`, hideCursor: true, clearOnComplete: true, stream: process.stderr }, cliProgress.Presets.shades_classic) : undefined;
           try {
@@ -68,7 +71,7 @@ export function transcribeCommand(): Command {
             bar?.start(1, 0);
             const result = await transcribe(
               engine,
-              { model: flags.model, audio, param: input, language: flags.language, prompt: flags.prompt, temperature, wordTimestamps: flags.wordTimestamps, onProgress: (done, total) => bar?.update(done / total) },
+              { model, audio, param: input, language: flags.language, prompt: flags.prompt, temperature, wordTimestamps: flags.wordTimestamps, onProgress: (done, total) => bar?.update(done / total) },
               new AbortController().signal,
             );
             bar?.stop();
@@ -91,9 +94,8 @@ export function transcribeCommand(): Command {
 }
 
 /** Live captions from stdin: each partial rewrites the current line, each final ends it. */
-async function streamCaptions(engine: Engine, model: string | undefined): Promise<void> {
-  const id = model ?? (await defaultStreamingModel(engine));
-  const lease = await engine.acquire<StreamingRecognizer>(id, ['asr-stream']);
+async function streamCaptions(engine: Engine, model: string): Promise<void> {
+  const lease = await engine.acquire<StreamingRecognizer>(model, ['asr-stream']);
   const stream = lease.model.open();
   const tty = process.stdout.isTTY;
   let shown = '';

@@ -1,5 +1,5 @@
 import { Box, Text, renderToString } from 'ink';
-import { EMPTY_HINT, HEADER, columnWidths, rowCells, type ModelRow } from './model-table.js';
+import { DEFAULT_NOTE, EMPTY_HINT, HEADER, columnWidths, rowCells, type ModelRow } from './model-table.js';
 
 /** The `lserve list` table on a terminal (ink); plain text is used when piped. */
 
@@ -34,6 +34,7 @@ export function ModelTable({ rows, color }: { rows: ModelRow[]; color: boolean }
         </Box>
       ))}
       {rows.length === 0 ? <Text>{EMPTY_HINT}</Text> : null}
+      {rows.some((row) => row.default) ? <Text dimColor={color}>{DEFAULT_NOTE}</Text> : null}
     </Box>
   );
 }
@@ -46,5 +47,5 @@ export function ModelTable({ rows, color }: { rows: ModelRow[]; color: boolean }
 export function modelTableText(rows: ModelRow[], options: { color: boolean; columns: number | undefined }): string {
   const widths = columnWidths([[...HEADER], ...rows.map(rowCells)]);
   const needed = widths.reduce((sum, w) => sum + w + 2, 0);
-  return `${renderToString(<ModelTable rows={rows} color={options.color} />, { columns: Math.max(options.columns ?? 80, needed, EMPTY_HINT.length) })}\n`;
+  return `${renderToString(<ModelTable rows={rows} color={options.color} />, { columns: Math.max(options.columns ?? 80, needed, EMPTY_HINT.length, DEFAULT_NOTE.length) })}\n`;
 }

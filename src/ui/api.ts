@@ -124,6 +124,8 @@ export interface ModelInfo {
   loaded: boolean;
   /** Chat models: what their messages may carry ('text', 'image', 'audio'). */
   architecture?: { input_modalities: string[] };
+  /** The default of its kind: where a request naming no model of the kind goes. */
+  default?: boolean;
 }
 
 let models: ModelInfo[] = [];
@@ -141,10 +143,16 @@ export async function refreshModels(): Promise<ModelInfo[]> {
   return models;
 }
 
+/** The server's default model among these kinds, if one of them is installed. */
+export function defaultModel(kinds: readonly string[]): ModelInfo | undefined {
+  return models.find((m) => kinds.includes(m.kind) && m.default);
+}
+
 /**
- * Keeps a <select> filled with the installed models of these kinds (the
- * choice survives a refresh while the model stays installed). `filter`
- * narrows further; an empty list shows a hint option.
+ * Keeps a <select> filled with the installed models of these kinds, the
+ * server's default of the kind selected first (the choice survives a
+ * refresh while the model stays installed). `filter` narrows further; an
+ * empty list shows a hint option.
  */
 export function bindModelSelect(select: HTMLSelectElement, kinds: readonly string[], filter: (m: ModelInfo) => boolean = () => true): void {
   const fill = () => {
@@ -156,7 +164,8 @@ export function bindModelSelect(select: HTMLSelectElement, kinds: readonly strin
         : [new Option(`no ${kinds.join(' / ')} model installed`, '')]),
     );
     select.disabled = fitting.length === 0;
-    if (fitting.some((m) => m.id === previous)) select.value = previous;
+    const initial = previous || defaultModel(kinds)?.id;
+    if (fitting.some((m) => m.id === initial)) select.value = initial!;
     if (select.value !== previous) select.dispatchEvent(new Event('change'));
   };
   modelEvents.addEventListener('change', fill);

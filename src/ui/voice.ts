@@ -11,7 +11,7 @@
  * data-state, data-audio-bytes (of response.output_audio.delta) and
  * data-truncated (truncations sent).
  */
-import { bindModelSelect, errorText, getJson, installedModels, modelEvents, openSocket } from './api.js';
+import { bindModelSelect, defaultModel, errorText, getJson, modelEvents, openSocket } from './api.js';
 import { captureMicrophone, PcmPlayer, type Capture } from './audio.js';
 import { $, h, numberOrUndefined, setStatus } from './dom.js';
 import { base64ToBytes } from './pcm.js';
@@ -65,21 +65,21 @@ export function setupVoice(): void {
   bindModelSelect(model, ['chat']);
   bindModelSelect(transcriber, ['asr']);
 
-  // ─── voices: the speakers of the one speech model the session speaks with ───
+  // ─── voices: the speakers of the speech model the session speaks with (the server's default) ───
   let voicesAsked = 0;
   const fillVoices = async () => {
     const asked = ++voicesAsked;
     const keep = voice.value;
-    const tts = installedModels().filter((m) => m.kind === 'tts');
+    // The Realtime API names no speech model: the server speaks with its default one.
+    const tts = defaultModel(['tts']);
     voice.replaceChildren(new Option('model default', ''));
-    if (tts.length !== 1) {
-      // The Realtime API names no speech model: the server speaks with its only one.
-      voiceNote.textContent = tts.length === 0 ? 'No speech model is installed: answers cannot be spoken (Models: pull piper-en-lessac).' : `Spoken answers need exactly one installed speech model; there are ${tts.length} (${tts.map((m) => m.id).join(', ')}).`;
+    if (!tts) {
+      voiceNote.textContent = 'No speech model is installed: answers cannot be spoken (Models: pull piper-en-lessac).';
       return;
     }
-    voiceNote.textContent = `spoken by ${tts[0]!.id}`;
+    voiceNote.textContent = `spoken by ${tts.id}, the default speech model`;
     try {
-      const info = await getJson<{ supported_speakers?: string[] }>(`/v1/audio/info?model=${encodeURIComponent(tts[0]!.id)}`);
+      const info = await getJson<{ supported_speakers?: string[] }>(`/v1/audio/info?model=${encodeURIComponent(tts.id)}`);
       if (asked !== voicesAsked) return;
       for (const speaker of info.supported_speakers ?? []) voice.append(new Option(speaker, speaker));
       voice.value = keep;

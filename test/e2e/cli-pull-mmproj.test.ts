@@ -78,7 +78,7 @@ describe('lserve pull <file.gguf> --mmproj', () => {
     const row = (await listed()).find((r) => r.id === 'vl-model-q4_k_m');
     expect(row).toMatchObject({ kind: 'chat', files: { model, mmproj: projector }, input_modalities: ['text', 'image', 'audio'] });
     const table = await runCli(['list'], { env });
-    expect(table.stdout).toMatch(/^vl-model-q4_k_m +chat\+image\+audio +llama /m);
+    expect(table.stdout).toMatch(/^vl-model-q4_k_m \* +chat\+image\+audio +llama /m);
   });
 
   it('refuses, as usage errors, a text model, a file that is not GGUF, a missing file and a projector for another width', async () => {

@@ -128,10 +128,11 @@ describe('lserve pull / list / rm', () => {
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +LICENSE +STATUS$/);
     expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 KB +catalog +mit +not pulled/);
-    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr +asr +onnx +393 KB +catalog +mit +installed/);
+    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr \* +asr +onnx +393 KB +catalog +mit +installed/);
     expect(lines.find((l) => l.startsWith('stalling'))).toMatch(/stalling +asr +onnx +~4\.8 MB +catalog/);
-    // Columns line up: STATUS starts at the same offset on every line.
-    const offsets = new Set(lines.map((l) => l.search(/(STATUS|installed|not pulled|bundled)$/)));
+    // The last line explains the default marker; above it the columns line up: STATUS starts at the same offset on every line.
+    expect(lines.at(-1)).toMatch(/^\* the default of its kind/);
+    const offsets = new Set(lines.slice(0, -1).map((l) => l.search(/(STATUS|installed|not pulled|bundled)$/)));
     expect(offsets.size).toBe(1);
   });
 

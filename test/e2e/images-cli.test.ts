@@ -40,7 +40,7 @@ describe('lserve pull ./dir --kind image', () => {
     expect((await stat(path.join(home, 'models', 'sd-cli', 'fp32', 'unet', 'model.onnx.data'))).size).toBeGreaterThan(0);
     const list = await cli(['list']);
     expect(list.stdout).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +LICENSE +STATUS$/m);
-    expect(list.stdout).toMatch(/sd-cli +image +onnx .* local +unknown +installed/);
+    expect(list.stdout).toMatch(/sd-cli \* +image +onnx .* local +unknown +installed/);
     const again = await cli(['pull', await tinySdTurboModel(), '--kind', 'image', '--id', 'sd-cli-2']);
     expect(again.code).toBe(0);
   });

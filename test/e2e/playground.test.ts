@@ -436,6 +436,10 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
 
   it('text to speech: plays while it streams, with a preset voice, a designed voice and a recorded clone', async () => {
     await open('speech');
+    // Of the three speech models, the picker starts at the server's default.
+    const listed = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; kind: string; default?: true }> };
+    expect(listed.data.filter((m) => m.kind === 'tts').length).toBeGreaterThan(1);
+    expect(await page.inputValue('#tts-model')).toBe(listed.data.find((m) => m.kind === 'tts' && m.default)!.id);
     const speakAndWait = async () => {
       await page.evaluate(() => {
         const panel = document.querySelector('#panel-speech') as HTMLElement;
@@ -480,9 +484,12 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
   }, 90_000);
 
   it('voice: a spoken conversation over the Realtime API; turns transcribed, answers played as they stream, an answer cut by speaking over it', async () => {
-    // A realtime session speaks with the only speech model installed (the API names none): this server has three, and the panel says so.
+    // A realtime session speaks with the default speech model (the API names none): this server has three, and the panel names the one the server picked.
+    const listed = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; kind: string; default?: true }> };
+    const defaultTts = listed.data.filter((m) => m.kind === 'tts' && m.default);
+    expect(defaultTts).toHaveLength(1);
     await open('voice');
-    await page.waitForFunction(() => /^Spoken answers need exactly one installed speech model; there are 3 \(/.test(document.querySelector('#voice-voice-note')?.textContent ?? ''));
+    await page.waitForFunction((id) => document.querySelector('#voice-voice-note')?.textContent === `spoken by ${id}, the default speech model`, defaultTts[0]!.id);
     // Its own server, then, with one speech model.
     const voiced = await startTestServer({ engine: { threads: 1 } });
     await voiced.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
@@ -533,7 +540,7 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
       await tab.selectOption('#voice-model', CHAT_MODEL_ID);
       await tab.selectOption('#voice-stt', 'whisper-test');
       // The voices are the speakers of the one speech model.
-      await tab.waitForFunction(() => document.querySelector('#voice-voice-note')?.textContent === 'spoken by piper-test');
+      await tab.waitForFunction(() => document.querySelector('#voice-voice-note')?.textContent === 'spoken by piper-test, the default speech model');
       const speakers = ((await (await fetch(`${voiced.url}/v1/audio/info?model=piper-test`)).json()) as { supported_speakers: string[] }).supported_speakers;
       await tab.waitForFunction((n) => document.querySelectorAll('#voice-voice option').length === n, speakers.length + 1);
       expect(await tab.locator('#voice-voice option').evaluateAll((options) => options.map((o) => (o as HTMLElement).getAttribute('value')))).toEqual(['', ...speakers]);

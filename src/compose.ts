@@ -1,6 +1,14 @@
 import type { ModelKind } from './core/catalog.js';
 import { defaultEngineOptions, Engine as CoreEngine, type EngineOptions } from './core/engine.js';
-import type { LoaderTable, PreparerTable } from './core/loader.js';
+import type { Family, LoaderTable, PreparerTable } from './core/loader.js';
+import { llama } from './families/llama/index.js';
+import { ppocr } from './families/ppocr/index.js';
+import { qwen3Tts } from './families/qwen3-tts/index.js';
+import { sherpaStreaming } from './families/sherpa-streaming/index.js';
+import { sherpaVoices } from './families/sherpa-voices/index.js';
+import { loadSileroVad } from './families/silero-vad/index.js';
+import { stableDiffusion } from './families/stable-diffusion/index.js';
+import { whisper } from './families/whisper/index.js';
 import { setLlamaAddonHome } from './runtimes/llama/runtime.js';
 import { Runners } from './runtimes/runner/runners.js';
 
@@ -13,38 +21,29 @@ import { Runners } from './runtimes/runner/runners.js';
 
 export type { EngineOptions } from './core/engine.js';
 
-/**
- * The runtimes this build ships, keyed by `${backend}:${kind}`. Backends are
- * imported lazily so that `lserve list` or a server that only does OCR never
- * pays for loading node-llama-cpp.
- */
-export const defaultLoaders: LoaderTable = {
-  'llama:chat': () => import('./families/llama/chat-loader.js').then((m) => m.chatLoader),
-  'llama:embedding': () => import('./families/llama/embedding.js').then((m) => m.embeddingLoader),
-  'llama:rerank': () => import('./families/llama/ranking.js').then((m) => m.rankingLoader),
-  'onnx:ocr': () => import('./families/ppocr/loader.js').then((m) => m.ocrLoader),
-  'onnx:asr': async () => {
-    const [{ createWhisperLoader }, { SileroVad }] = await Promise.all([import('./families/whisper/model.js'), import('./families/silero-vad/silero-vad.js')]);
-    // Silero VAD (bundled) finds the speech in long uploads: windows are cut at silences and silence is not decoded.
-    return createWhisperLoader(() => SileroVad.load(1));
-  },
-  'onnx:asr-stream': () => import('./families/sherpa-streaming/streaming.js').then((m) => m.streamingLoader),
-  'onnx:image': () => import('./families/stable-diffusion/loader.js').then((m) => m.imageLoader),
-  'onnx:tts': () => import('./families/qwen3-tts/index.js').then((m) => m.qwen3TtsLoader),
-  'sherpa:tts': () => import('./families/sherpa-voices/tts.js').then((m) => m.sherpaTtsLoader),
-};
+/** The model families this build ships; each one's index.ts says what it loads. */
+const FAMILIES: readonly Family[] = [llama, ppocr, whisper(loadSileroVad), sherpaStreaming, stableDiffusion, qwen3Tts, sherpaVoices];
+
+/** The families' tables merged; two families claiming one `${backend}:${kind}` is a bug to find at start. */
+function merged<T>(tables: ReadonlyArray<Record<string, T> | undefined>): Record<string, T> {
+  const all: Record<string, T> = {};
+  for (const table of tables) {
+    for (const [key, value] of Object.entries(table ?? {})) {
+      if (key in all) throw new Error(`two model families load '${key}'`);
+      all[key] = value;
+    }
+  }
+  return all;
+}
+
+/** The loaders, keyed by `${backend}:${kind}`; each family's modules are imported on first use, so `lserve list` or a server that only does OCR never pays for node-llama-cpp. */
+export const defaultLoaders: LoaderTable = merged(FAMILIES.map((f) => f.loaders));
 
 /** Install-time work (`lserve pull`), keyed like the loaders. */
-export const defaultPreparers: PreparerTable = {
-  'onnx:image': () => import('./families/stable-diffusion/prepare.js').then((m) => m.imagePreparer),
-  'onnx:tts': () => import('./families/qwen3-tts/prepared/prepare.js').then((m) => m.qwen3TtsPreparer),
-};
+export const defaultPreparers: PreparerTable = merged(FAMILIES.map((f) => f.preparers));
 
-/**
- * Loaders whose models run in the server's process even with runners:
- * sherpa-onnx already runs in supervised processes of its own (runtimes/sherpa).
- */
-const IN_SERVER = new Set(['onnx:asr-stream', 'sherpa:tts']);
+/** Loaders whose models run in the server's process even with runners: their family supervises processes of its own. */
+const IN_SERVER = new Set(FAMILIES.flatMap((f) => f.ownProcesses ?? []));
 
 /**
  * Where models run: `process` (the default), one supervised runner process
@@ -85,7 +84,7 @@ export class Engine extends CoreEngine {
       preparers: defaultPreparers,
       processes: runners,
       // Silero VAD (bundled), in a worker thread of the server: small, and a session's turn taking waits on it every 32 ms.
-      voiceActivity: () => import('./families/silero-vad/silero-vad.js').then((m) => m.SileroVad.load(1)),
+      voiceActivity: loadSileroVad,
       ...rest,
       loaders: runners ? runnerLoaders(loaders, runners) : loaders,
     });

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import type * as Ort from 'onnxruntime-node';
 import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks } from '../../src/families/qwen3-tts/codec.js';
 import { framePredictor } from '../../src/families/qwen3-tts/code-predictor.js';
-import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { openPredictor, openTalker } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
 import { OnnxSession, ortSessionOptions } from '../../src/runtimes/onnx/session.js';
 import { QWEN3_TTS_0_6B, talkerPastName } from '../../test/fixtures/onnx/qwen3-tts.js';

@@ -2,7 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { CodecDecoder } from '../../src/families/qwen3-tts/codec.js';
 import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } from '../../src/families/qwen3-tts/codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson, type TtsConfig } from '../../src/families/qwen3-tts/config.js';

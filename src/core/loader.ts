@@ -71,6 +71,23 @@ export interface Preparer {
 /** Preparers keyed like loaders; most kinds have none. */
 export type PreparerTable = Record<string, () => Promise<Preparer>>;
 
+/**
+ * A model family as the composition root sees it (`families/<name>/index.ts`):
+ * its loaders and install-time preparers, each module imported on first use,
+ * so that a command that loads none of the family's models never pays for
+ * its runtime.
+ */
+export interface Family {
+  loaders: LoaderTable;
+  preparers?: PreparerTable;
+  /**
+   * Keys whose models run in supervised processes of the family's own
+   * (sherpa-onnx's): loaded in the server's process even where every other
+   * model runs in a runner.
+   */
+  ownProcesses?: readonly string[];
+}
+
 export function loaderKey(backend: string, kind: string): string {
   return `${backend}:${kind}`;
 }

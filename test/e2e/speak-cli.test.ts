@@ -9,7 +9,7 @@ import { TINY_QWEN3_TTS_INT4, tinyQwen3TtsModel, writeQwen3TtsModel } from '../f
 import { runCli } from '../helpers/cli.js';
 import { Catalog, DEFAULT_CATALOG_PATH } from '../../src/core/catalog.js';
 import { ModelStore } from '../../src/core/store.js';
-import { qwen3TtsLoader } from '../../src/families/qwen3-tts/index.js';
+import { qwen3TtsLoader } from '../../src/families/qwen3-tts/loader.js';
 
 /**
  * `lserve speak` as a user runs it: the synthetic Piper voice and Qwen3-TTS

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LockStepGate } from '../../src/runtimes/llama/decode-gate.js';
-import { pickSlot } from '../../src/families/llama/chat.js';
+import { pickSlot } from '../../src/families/llama/slot-choice.js';
 
 /**
  * The lock-step gate in front of node-llama-cpp's decode queue, driven by a

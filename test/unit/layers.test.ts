@@ -161,6 +161,8 @@ function layerOf(file: string): string {
 }
 
 const isFamily = (layer: string) => layer.startsWith('families/');
+/** A family's one entry: its loaders and preparers (core/loader.ts Family). */
+const FAMILY_ENTRY = /^src\/families\/[^/]+\/index\.ts$/;
 const isRuntime = (layer: string) => layer.startsWith('runtimes/');
 
 /**
@@ -197,6 +199,12 @@ const RULES: Rule[] = [
     applies: (from) => isFamily(from),
     forbids: (to, _file, from) => (isFamily(to) && to !== from) || to === 'compose',
     why: 'a family imports no other family and not the composition root',
+  },
+  {
+    // A family's index.ts is all the composition root knows of it: what the family loads is its own business.
+    applies: (from) => from === 'compose',
+    forbids: (to, file) => isFamily(to) && !FAMILY_ENTRY.test(file),
+    why: 'the composition root imports a family only through its index.ts',
   },
   {
     // The CLI entry calls compose.ts to build the engine; commands reach models only through tasks.
@@ -288,6 +296,13 @@ describe('src/ import graph', () => {
   it('keeps the layer rules of docs/architecture.md', () => {
     expect(layerViolations(graph.edges)).toEqual([]);
   });
+
+  it('gives every family one entry, index.ts, which the composition root imports', () => {
+    const families = [...new Set(graph.files.map(layerOf).filter(isFamily))].sort();
+    expect(families.filter((family) => !graph.files.includes(`src/${family}/index.ts`))).toEqual([]);
+    const entered = new Set(graph.edges.filter((e) => e.from === 'src/compose.ts' && FAMILY_ENTRY.test(e.to)).map((e) => layerOf(e.to)));
+    expect(families.filter((family) => !entered.has(family))).toEqual([]);
+  });
 });
 
 describe('the checkers themselves', () => {
@@ -328,17 +343,20 @@ describe('the checkers themselves', () => {
       { from: 'src/families/whisper/model.ts', to: 'src/families/llama/chat.ts', line: 12 },
       { from: 'src/image/decode.ts', to: 'src/core/catalog.ts', line: 4 },
       { from: 'src/audio/containers/flac.ts', to: 'src/audio/encode/crc.ts', line: 1 },
+      { from: 'src/compose.ts', to: 'src/families/whisper/model.ts', line: 9 },
       // Allowed: a family using a runtime, audio/ using core/errors, an encoder using a container's parser, cli/ using compose.
       { from: 'src/families/whisper/model.ts', to: 'src/runtimes/onnx/session.ts', line: 1 },
       { from: 'src/audio/encode/mp3-info.ts', to: 'src/audio/containers/mpeg.ts', line: 1 },
       { from: 'src/audio/decode.ts', to: 'src/core/errors.ts', line: 2 },
       { from: 'src/cli/main.ts', to: 'src/compose.ts', line: 5 },
+      { from: 'src/compose.ts', to: 'src/families/whisper/index.ts', line: 8 },
     ];
     expect(findCycles(edges)).toEqual(['src/core/engine.ts → src/core/manager.ts → src/core/loader.ts → src/core/engine.ts']);
     expect(layerViolations(edges)).toEqual([
       'src/families/whisper/model.ts:12 → src/families/llama/chat.ts  (a family imports no other family and not the composition root)',
       'src/image/decode.ts:4 → src/core/catalog.ts  (audio/ and image/ import only themselves and core/errors.ts, core/units.ts)',
       'src/audio/containers/flac.ts:1 → src/audio/encode/crc.ts  (audio/containers/ and audio/decoders/ import nothing from audio/encode/)',
+      'src/compose.ts:9 → src/families/whisper/model.ts  (the composition root imports a family only through its index.ts)',
     ]);
   });
 });

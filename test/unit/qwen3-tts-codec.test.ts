@@ -8,7 +8,7 @@ import { decoderLookBack, parseCodecConfig, type SpeechTokenizerConfigJson } fro
 import { PromptError } from '../../src/families/qwen3-tts/prompt.js';
 import { encodeReferenceCodes, splitFrames } from '../../src/families/qwen3-tts/reference-codes.js';
 import { OnnxSession } from '../../src/runtimes/onnx/session.js';
-import { qwen3TtsLoader } from '../../src/families/qwen3-tts/index.js';
+import { qwen3TtsLoader } from '../../src/families/qwen3-tts/loader.js';
 import type { InstalledModel } from '../../src/core/store.js';
 import {
   decoderGraph,

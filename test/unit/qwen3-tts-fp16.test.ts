@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { InstalledModel } from '../../src/core/store.js';
-import { qwen3TtsLoader } from '../../src/families/qwen3-tts/index.js';
+import { qwen3TtsLoader } from '../../src/families/qwen3-tts/loader.js';
 import { bindPredictor } from '../../src/families/qwen3-tts/code-predictor.js';
 import { parseTtsConfig, type TtsConfig } from '../../src/families/qwen3-tts/config.js';
 import { FrameGenerator, type GenerateRequest, type GraphPaths } from '../../src/families/qwen3-tts/generator.js';

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/index.js';
+import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { FRAMES_PER_SECOND, frameLimit, MAX_PIECE_SECONDS } from '../../src/families/qwen3-tts/runtime.js';
 import { STREAMING_BLOCKS, StreamingBlocks, nextBlockSize } from '../../src/families/qwen3-tts/codec.js';
 import { parseTtsConfig } from '../../src/families/qwen3-tts/config.js';

@@ -10,7 +10,8 @@ import { sampleAfterReorder } from '../../runtimes/llama/output-reorder.js';
 import { describeRuntime, loadGguf, threadsFor } from '../../runtimes/llama/runtime.js';
 import { SequenceStateCache } from '../../runtimes/llama/state-cache.js';
 import { createUnifiedContext, supportsUnifiedKv } from '../../runtimes/llama/unified-kv.js';
-import { LlamaChatModel, type ChatContextInfo, type ChatContextState } from './chat.js';
+import type { ChatContextInfo, ChatContextState } from './chat-context.js';
+import { LlamaChatModel } from './chat.js';
 import { ConversationSlots, type Slot } from './conversation-slots.js';
 import { SlotPool } from './chat-slots.js';
 

@@ -1,30 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import {
-  LlamaChat,
-  TokenBias,
-  type ChatModelFunctions,
-  type GbnfJsonSchema,
-  type LlamaChatResponse,
-  type LlamaChatResponseChunk,
-  type LlamaContext,
-  type LlamaContextSequence,
-  type LlamaGrammar,
-  type LlamaModel,
-  type LLamaChatGenerateResponseOptions,
-  type Token,
-} from 'node-llama-cpp';
-import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
-import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type FinishReason } from '../../core/tasks/chat.js';
-import { vocabularySize } from '../../runtimes/llama/runtime.js';
-import { toChatHistory, toFunctions } from './chat-history.js';
-import { QueueFullError } from './chat-slots.js';
+import { LlamaChat, type ChatModelFunctions, type LlamaChatResponseChunk, type LlamaContext, type LlamaModel, type LLamaChatGenerateResponseOptions } from 'node-llama-cpp';
+import { OverloadedError, UnsupportedError } from '../../core/errors.js';
 import { PushQueue } from '../../core/push-queue.js';
-import { ChatWrappers } from './chat-wrapper.js';
+import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest } from '../../core/tasks/chat.js';
 import type { DecodeGate } from '../../runtimes/llama/decode-gate.js';
-import { KvCacheFullError, type KvCells } from '../../runtimes/llama/kv-cells.js';
+import { KvCacheFullError } from '../../runtimes/llama/kv-cells.js';
 import type { MediaProjector, RequestMedia } from '../../runtimes/llama/mtmd.js';
 import type { SequenceStateCache } from '../../runtimes/llama/state-cache.js';
-import { ConversationSlots, type Slot } from './conversation-slots.js';
+import { GrowingContext, type ChatContextState } from './chat-context.js';
+import { ChatOptions, finishOf } from './chat-options.js';
+import type { Slot } from './conversation-slots.js';
+import { fingerprint, pickSlot, reusedTokens } from './slot-choice.js';
 
 /**
  * The llama.cpp chat backend: one model, one context with `parallel`
@@ -39,33 +25,10 @@ import { ConversationSlots, type Slot } from './conversation-slots.js';
  * grows the context (a new one, the sequences' conversations carried over
  * through the host cache) where the memory budget allows. A model
  * registered with its projector takes images and audio in user turns
- * (runtimes/llama/mtmd.ts). The loader is chat-loader.ts.
+ * (runtimes/llama/mtmd.ts). The loader is chat-loader.ts; the context and
+ * its growth chat-context.ts; what a request asks of node-llama-cpp
+ * chat-options.ts; which sequence a request takes slot-choice.ts.
  */
-
-/** What the loader chose for a context, as the model reports and enforces it. */
-export interface ChatContextInfo {
-  /** Tokens one conversation may hold. */
-  contextSize: number;
-  trainContextSize: number;
-  /** Asked for (`--ctx-size`, a size set at pull): never grown. */
-  explicit: boolean;
-  /** Where the size came from, for errors. */
-  source: string;
-  /** One KV cache shared by the sequences (`cells` counts it), or one each. */
-  unified: boolean;
-  sequences: number;
-  cells?: KvCells;
-  /** Estimated bytes of the context (its KV cache is allocated whole at creation). */
-  bytes: number;
-}
-
-/** A context and what serves requests on it; replaced whole when the context grows. */
-export interface ChatContextState {
-  context: LlamaContext;
-  info: ChatContextInfo;
-  gate: DecodeGate;
-  slots: ConversationSlots;
-}
 
 export interface ChatModelOptions {
   temperature?: number;
@@ -76,33 +39,27 @@ export interface ChatModelOptions {
   grow?: (tokens: number) => Promise<ChatContextState>;
 }
 
-/** A request waited for a sequence of a context that was replaced by a larger one: it takes one of the new context. */
-class ContextReplacedError extends Error {
-  constructor() {
-    super('the context was replaced');
-  }
-}
-
-/** Tokens of answer room made for a request beside its prompt (more is used when free; see ConversationSlots). */
-const EXPECTED_ANSWER_TOKENS = 4096;
-
 export class LlamaChatModel implements ChatModel {
-  private readonly wrappers: ChatWrappers;
-  private jsonGrammar: Promise<LlamaGrammar> | undefined;
+  private readonly contexts: GrowingContext;
+  private readonly requests: ChatOptions;
   /** Running generations by their caller's name (ChatRequest.generationId), for hold: their sequence, what stops them, and what resumes one held. */
   private readonly generations = new Map<string, { slot: Slot; gate: DecodeGate; stopped: AbortSignal; resume?: () => void }>();
   /** Warm-ups under way (prefill): the messages each evaluates, and when it is done. */
   private readonly prefilling = new Set<{ fingerprints: readonly string[]; done: Promise<void> }>();
-  /** A context growing: requests wait for it before they take a sequence. */
-  private growing: Promise<void> | undefined;
 
   constructor(
     readonly model: LlamaModel,
-    private state: ChatContextState,
+    state: ChatContextState,
     private readonly projector: MediaProjector | undefined,
     private readonly options: ChatModelOptions,
   ) {
-    this.wrappers = new ChatWrappers(model);
+    const name = model.fileInfo.metadata.general?.name ?? 'chat model';
+    this.contexts = new GrowingContext(state, { name, log: options.log, cache: options.cache, grow: options.grow });
+    this.requests = new ChatOptions(model, options.temperature);
+  }
+
+  private get state(): ChatContextState {
+    return this.contexts.state;
   }
 
   get context(): LlamaContext {
@@ -135,7 +92,7 @@ export class LlamaChatModel implements ChatModel {
     const media = await this.prepareMedia(request);
     try {
       const messages = media ? request.messages.map((m, i) => ({ ...m, content: media.contents[i]! })) : request.messages;
-      const { prompt } = this.promptOf(request, messages);
+      const { prompt } = this.requests.promptOf(request, messages);
       return prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
     } finally {
       media?.release();
@@ -177,12 +134,12 @@ export class LlamaChatModel implements ChatModel {
   }
 
   private async evaluateAhead(request: ChatRequest, fingerprints: string[], signal: AbortSignal): Promise<void> {
-    await this.growing;
+    await this.contexts.settled();
     const { slots, gate, info } = this.state;
     // Never queued (a warm-up that would wait is late), and with several sequences one stays free for whatever request comes meanwhile.
     const keepFree = slots.pool.size > 1 ? 1 : 0;
     if (request.messages.some((m) => m.media?.length) || slots.pool.available <= keepFree || slots.pool.waiting > 0) return;
-    const { prompt } = this.promptOf(request, request.messages);
+    const { prompt } = this.requests.promptOf(request, request.messages);
     if (prompt.length >= info.contextSize) return;
     const slot = await slots.take(prompt, (free) => pickSlot(free, fingerprints), { growth: 0, signal });
     try {
@@ -217,107 +174,20 @@ export class LlamaChatModel implements ChatModel {
     this.generations.get(generationId)?.resume?.();
   }
 
-  /** The tokenized prompt of `request` with these messages, and how it was made. */
-  private promptOf(request: ChatRequest, messages: ChatRequest['messages']) {
-    const history = toChatHistory(messages);
-    const useTools = request.tools !== undefined && request.tools.length > 0 && request.toolChoice !== 'none';
-    const functions = useTools ? this.functionsFor(request) : undefined;
-    const deferred = (request.tools ?? []).filter((tool) => tool.deferred).map((tool) => tool.name);
-    const wrapper = this.wrappers.get(
-      {
-        thinking: request.thinking,
-        effort: request.reasoningEffort,
-        requireFunctionCall: functions !== undefined && (request.toolChoice === 'required' || typeof request.toolChoice === 'object'),
-      },
-      deferred.length ? (name) => !deferred.includes(name) : undefined,
-    );
-    const prompt = wrapper
-      .generateContextState({ chatHistory: history, availableFunctions: functions, documentFunctionParams: true })
-      .contextText.tokenize(this.model.tokenizer);
-    return { history, functions, wrapper, prompt };
-  }
-
-  /**
-   * Makes sure a conversation of `promptTokens` fits the context, growing a
-   * default-sized context (to the next doubling with room for an answer, at
-   * most the training context) where the memory budget allows; otherwise a
-   * 400 that says the real limit and what raises it.
-   */
-  private async fit(promptTokens: number): Promise<void> {
-    await this.growing;
-    const info = this.state.info;
-    if (promptTokens < info.contextSize) return;
-    const grow = this.options.grow;
-    if (!grow || info.contextSize >= info.trainContextSize) throw contextExceeded(promptTokens, info);
-    let target = info.contextSize;
-    while (target < promptTokens + Math.min(EXPECTED_ANSWER_TOKENS, promptTokens / 4)) target *= 2;
-    target = Math.min(target, info.trainContextSize);
-    if (!this.growing) {
-      this.growing = this.regrow(grow, target).finally(() => (this.growing = undefined));
-    }
-    try {
-      await this.growing;
-    } catch (error) {
-      throw contextExceeded(promptTokens, info, error);
-    }
-    if (promptTokens >= this.state.info.contextSize) await this.fit(promptTokens);
-  }
-
-  /** Replaces the context by one of `tokens` per conversation once every sequence is free; what they held goes to the host cache first, to be restored into the new one. */
-  private async regrow(grow: (tokens: number) => Promise<ChatContextState>, tokens: number): Promise<void> {
-    const old = this.state;
-    const never = new AbortController().signal;
-    const taken: Slot[] = [];
-    for (let i = 0; i < old.slots.pool.size; i++) taken.push(await old.slots.pool.acquire(never));
-    const started = Date.now();
-    try {
-      if (this.options.cache) for (const slot of taken) if (slot.sequence.nextTokenIndex > 0) await this.options.cache.save(slot.sequence).catch(() => {});
-      await old.context.dispose();
-      try {
-        this.state = await grow(tokens);
-      } catch (error) {
-        // Back to a context of the old size, so the model keeps serving what fits it.
-        this.state = await grow(old.info.contextSize);
-        throw error;
-      }
-      this.options.log(`${this.model.fileInfo.metadata.general?.name ?? 'chat model'}: context grown from ${old.info.contextSize} to ${this.state.info.contextSize} tokens for a longer conversation in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    } finally {
-      old.slots.pool.rejectAll(new ContextReplacedError());
-    }
-  }
-
-  /** A sequence for the prompt, on the context that serves it (taken again on the new one if it grows meanwhile). */
-  private async takeSlot(prompt: Token[], promptTokens: number, fingerprints: string[], maxTokens: number | undefined, signal: AbortSignal): Promise<{ slot: Slot; state: ChatContextState }> {
-    for (;;) {
-      await this.fit(promptTokens);
-      const state = this.state;
-      const room = state.info.contextSize - promptTokens;
-      try {
-        const slot = await state.slots.take(prompt, (free) => pickSlot(free, fingerprints), { growth: Math.min(maxTokens ?? room, room, EXPECTED_ANSWER_TOKENS), signal });
-        slot.lastUsed = performance.now();
-        return { slot, state };
-      } catch (error) {
-        if (error instanceof ContextReplacedError) continue;
-        if (error instanceof QueueFullError) throw new OverloadedError();
-        throw error;
-      }
-    }
-  }
-
   private async *generateWith(request: ChatRequest, media: RequestMedia | undefined, signal: AbortSignal): AsyncIterable<ChatDelta> {
     // Everything that can reject the request happens before it takes a sequence.
     const messages = media ? request.messages.map((m, i) => ({ ...m, content: media.contents[i]! })) : request.messages;
-    const { history, functions, wrapper, prompt } = this.promptOf(request, messages);
-    const grammar = await this.grammarFor(request, functions !== undefined);
+    const { history, functions, wrapper, prompt } = this.requests.promptOf(request, messages);
+    const grammar = await this.requests.grammarFor(request, functions !== undefined);
     // KV cells, which is what the context holds and what llama.cpp's server counts: a media item's embeddings, not its positions.
     const promptTokens = prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
-    const tokenBias = this.tokenBiasFor(request);
+    const tokenBias = this.requests.tokenBiasFor(request);
     const fingerprints = request.messages.map((m, i) => fingerprint(m, media?.hashes[i]));
 
     // A warm-up under way of this conversation (all but its last message, the turn it left open, the same): the sequence it fills is the one to take.
     const warming = [...this.prefilling].filter((p) => p.fingerprints.slice(0, -1).every((f, i) => f === fingerprints[i]));
     if (warming.length > 0) await Promise.allSettled(warming.map((p) => p.done));
-    const { slot, state } = await this.takeSlot(prompt, promptTokens, fingerprints, request.maxTokens, signal);
+    const { slot, state } = await this.contexts.take(prompt, promptTokens, (free) => pickSlot(free, fingerprints), request.maxTokens, signal);
     const { slots, gate, info } = state;
     const room = info.contextSize - promptTokens;
     const maxTokens = Math.min(request.maxTokens ?? room, room);
@@ -354,7 +224,7 @@ export class LlamaChatModel implements ChatModel {
       signal: abort,
       stopOnAbortSignal: true,
       maxTokens,
-      ...this.sampling(request),
+      ...this.requests.sampling(request),
       tokenBias,
       customStopTriggers: request.stop?.length ? request.stop : undefined,
       budgets: { thoughtTokens: request.thinkingBudget ?? Infinity },
@@ -403,158 +273,4 @@ export class LlamaChatModel implements ChatModel {
       slots.release(slot);
     }
   }
-
-  private sampling(request: ChatRequest): Pick<LLamaChatGenerateResponseOptions, 'temperature' | 'topP' | 'topK' | 'minP' | 'seed' | 'repeatPenalty'> {
-    const temperature = request.temperature ?? this.options.temperature ?? 0.8;
-    const penalties = (request.presencePenalty ?? 0) !== 0 || (request.frequencyPenalty ?? 0) !== 0;
-    return {
-      temperature,
-      // llama.cpp server's sampling defaults where the request says nothing.
-      topP: request.topP ?? 0.95,
-      topK: request.topK ?? 40,
-      minP: 0.05,
-      seed: request.seed,
-      // OpenAI semantics: no repetition penalty unless presence/frequency penalties are asked for.
-      repeatPenalty: penalties
-        ? { penalty: 1, presencePenalty: request.presencePenalty ?? 0, frequencyPenalty: request.frequencyPenalty ?? 0, lastTokens: 64, penalizeNewLine: true }
-        : false,
-    };
-  }
-
-  private functionsFor(request: ChatRequest): ChatModelFunctions {
-    let tools = request.tools ?? [];
-    if (typeof request.toolChoice === 'object') {
-      const name = request.toolChoice.name;
-      tools = tools.filter((t) => t.name === name);
-      if (tools.length === 0) throw new InvalidRequestError(`tool_choice names '${name}', which is not in tools.`, { param: 'tool_choice' });
-    }
-    return toFunctions(tools);
-  }
-
-  private async grammarFor(request: ChatRequest, hasFunctions: boolean): Promise<LlamaGrammar | undefined> {
-    const format = request.responseFormat;
-    if (!format || format.type === 'text') return undefined;
-    if (hasFunctions) throw new UnsupportedError('response_format cannot be combined with tools on this engine.', { param: 'response_format' });
-    // The model's own runtime: a grammar from another (a default binary that changed since this model loaded) is refused.
-    const llama = this.model.llama;
-    if (format.type === 'json_object') {
-      this.jsonGrammar ??= llama.getGrammarFor('json');
-      return this.jsonGrammar;
-    }
-    try {
-      return await llama.createGrammarForJsonSchema<GbnfJsonSchema>(format.schema as GbnfJsonSchema);
-    } catch (error) {
-      throw new UnsupportedError(`response_format.json_schema.schema cannot be enforced: ${(error as Error).message}`, {
-        param: 'response_format.json_schema.schema',
-      });
-    }
-  }
-
-  private tokenBiasFor(request: ChatRequest): TokenBias | undefined {
-    const entries = Object.entries(request.logitBias ?? {});
-    if (entries.length === 0) return undefined;
-    const bias = new TokenBias(this.model.tokenizer);
-    const vocab = vocabularySize(this.model) || Infinity;
-    for (const [key, value] of entries) {
-      const token = Number(key);
-      if (!Number.isInteger(token) || token < 0 || token >= vocab) {
-        throw new InvalidRequestError(`logit_bias: '${key}' is not a token id of this model.`, { param: 'logit_bias' });
-      }
-      const logit = value <= -100 ? -Infinity : value;
-      if (this.model.tokenizer.isEogToken(token as Token)) endBias(bias, token, logit);
-      else bias.set(token as Token, logit === -Infinity ? 'never' : { logit });
-    }
-    return bias;
-  }
-}
-
-/**
- * The 400 for a conversation the context cannot hold: the real limit per
- * conversation, and what would raise it.
- */
-function contextExceeded(promptTokens: number, info: ChatContextInfo, growthFailed?: unknown): InvalidRequestError {
-  const holds = `The conversation is ${promptTokens} tokens; this model's context holds ${info.contextSize} per conversation`;
-  const why =
-    info.contextSize >= info.trainContextSize
-      ? `, the most it was trained for. Shorten the conversation`
-      : info.explicit
-        ? ` (${info.source}). Raise it with \`lserve serve --ctx-size <model>=<tokens>\` (the model was trained for ${info.trainContextSize})`
-        : growthFailed
-          ? ` and could not grow: ${(growthFailed as Error).message ?? String(growthFailed)}`
-          : '';
-  return new InvalidRequestError(`${holds}${why}.`, { param: 'messages', code: 'context_length_exceeded' });
-}
-
-/**
- * A bias on an end-of-generation token (<|im_end|>, <|endoftext|>): what
- * OpenAI's logit_bias and llama.cpp's server do with it, ban or force the end.
- * node-llama-cpp's TokenBias.set skips these tokens without a word, so the
- * entry goes into its bias table directly (node-llama-cpp is pinned to one
- * version in package.json); the sampler applies it like any other.
- */
-function endBias(bias: TokenBias, token: number, logit: number): void {
-  const table = (bias as unknown as { _biases?: unknown })._biases;
-  if (!(table instanceof Map)) throw new UnsupportedError('logit_bias on end-of-generation tokens is not supported by this node-llama-cpp version.', { param: 'logit_bias' });
-  table.set(token, logit);
-}
-
-function finishOf(response: LlamaChatResponse<ChatModelFunctions | undefined>): { finishReason: FinishReason; stopSequence: string | null } {
-  const meta = response.metadata;
-  if (meta.stopReason === 'customStopTrigger') {
-    return { finishReason: 'stop', stopSequence: meta.customStopTrigger.filter((p): p is string => typeof p === 'string').join('') };
-  }
-  const reason: FinishReason = meta.stopReason === 'maxTokens' ? 'length' : meta.stopReason === 'functionCalls' ? 'tool_calls' : 'stop';
-  return { finishReason: reason, stopSequence: null };
-}
-
-/**
- * How much of the prompt the sequence's KV state already holds: LlamaChat
- * keeps the sequence's tokens up to the first one that differs from the
- * prompt (adaptStateToTokens without shifting) and evaluates the rest, and it
- * always evaluates the prompt's last token again for its logits.
- */
-function reusedTokens(sequence: LlamaContextSequence, prompt: Token[]): number {
-  return Math.max(0, Math.min(sequence.compareContextTokens(prompt).firstDifferentIndex, prompt.length - 1));
-}
-
-/**
- * A message as the prompt cache tells messages apart: what the template
- * renders of it (not call ids, which each API spells its own way, nor
- * earlier reasoning, which clients often leave out and templates drop);
- * its images and audio by the hash of their decoded content.
- */
-function fingerprint(message: { role: string; content: string; toolCalls?: ReadonlyArray<{ name: string; arguments: string }> }, media?: readonly string[]): string {
-  const calls = message.toolCalls?.length ? message.toolCalls.map((call) => [call.name, call.arguments]) : null;
-  return JSON.stringify([message.role, message.content, calls, ...(media?.length ? [media] : [])]);
-}
-
-/**
- * The free slot whose held conversation shares the longest message prefix
- * with this one (its tokens need no evaluation). A conversation that shares
- * nothing takes an empty slot if there is one, else the least recently used:
- * the others may hold conversations still going on (a client taking turns
- * with others, an agent between tool calls), whose next turn would otherwise
- * evaluate its whole prompt again. Among equals the lowest sequence, which
- * keeps busy sequences consecutive: llama.cpp decodes consecutive sequence
- * ids in one micro-batch, and a gap splits the batch (decode-gate.ts).
- */
-export function pickSlot<S extends { index: number; held: readonly string[]; lastUsed?: number }>(free: readonly S[], messages: readonly string[]): S {
-  let best = free[0]!;
-  let bestRank: number[] = [];
-  for (const slot of free) {
-    let shared = 0;
-    while (shared < slot.held.length && shared < messages.length && slot.held[shared] === messages[shared]) shared++;
-    // Compared in order, greater first: shared messages; for none, empty before held, then older use.
-    const rank = shared > 0 ? [shared, 0, 0] : [0, slot.held.length === 0 ? 1 : 0, -(slot.lastUsed ?? 0)];
-    if (bestRank.length === 0 || outranks(rank, bestRank) || (!outranks(bestRank, rank) && slot.index < best.index)) {
-      best = slot;
-      bestRank = rank;
-    }
-  }
-  return best;
-}
-
-function outranks(a: readonly number[], b: readonly number[]): boolean {
-  const at = a.findIndex((x, i) => x !== b[i]);
-  return at >= 0 && a[at]! > b[at]!;
 }

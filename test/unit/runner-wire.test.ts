@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError, LserveError, OverloadedError } from '../../src/core/errors.js';
-import { decodeArgs, encodeArgs, fromWireError, toWireError } from '../../src/runtimes/runner/wire.js';
+import { CROSSES_AS, decodeArgs, encodeArgs, fromWireError, toWireError, type CrossesAs } from '../../src/runtimes/runner/wire.js';
 
 /** What crosses a runner's channel besides plain data: errors, functions, signals (structured clone is applied by Node's IPC). */
 
@@ -55,6 +55,26 @@ describe('arguments across the channel', () => {
     await sink();
     await job.decoder.decode();
     expect(calls).toEqual([1, 2]);
+  });
+
+  it("carry an object that says what it crosses as (a latent decoder's client handed to an image job) as that", async () => {
+    class DecoderClient implements CrossesAs {
+      readonly decoded: number[] = [];
+      async decode(height: number): Promise<number> {
+        this.decoded.push(height);
+        return height * 2;
+      }
+      [CROSSES_AS]() {
+        return { memoryBytes: 3, decode: (height: number) => this.decode(height) };
+      }
+    }
+    const client = new DecoderClient();
+    const seen: Array<(...args: unknown[]) => unknown> = [];
+    const wire = encodeArgs([{ decoder: client }], (fn) => seen.push(fn), () => {});
+    const [job] = decodeArgs(structuredClone(wire), (reference) => async (...args) => seen[reference - 1]!(...args), new AbortController().signal) as [{ decoder: { decode: (height: number) => Promise<number>; memoryBytes: number } }];
+    expect(job.decoder.memoryBytes).toBe(3);
+    expect(await job.decoder.decode(4)).toBe(8);
+    expect(client.decoded).toEqual([4]);
   });
 
   it('refuse a class instance that structured clone would strip of its methods', () => {

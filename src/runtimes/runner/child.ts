@@ -1,13 +1,16 @@
 import type { LoadedModel, Loader, LoaderTable } from '../../core/loader.js';
 import { PendingReplies } from '../../core/pending-replies.js';
 import type { InstalledModel } from '../../core/store.js';
+import { RUNNER_KINDS } from './kinds.js';
 import type { FromRunner, ToRunner } from './protocol.js';
-import type { Surface } from './surfaces.js';
+import type { Served } from './serving.js';
 import { decodeArgs, fromWireError, toWireError } from './wire.js';
 
 /**
  * The runner's side (see protocol.ts): one model, loaded through the
- * family's own loader, its methods called on the server's behalf. Every
+ * family's own loader and served as its kind's task interface (the
+ * kind's `serve…` in kinds/<kind>.ts: a table of the interface's methods
+ * bound to the model's), its methods called on the server's behalf. Every
  * policy — queues, leases, limits, restarts, what a client is told — stays
  * in the server; a runner only runs the model. It exits when the server
  * closes the channel (or goes away), so it never outlives its server.
@@ -26,13 +29,12 @@ interface Call {
   controller: AbortController;
 }
 
-type Method = (...args: unknown[]) => unknown;
-
 export function serveRunner(hooks: RunnerHooks): void {
   let loader: Loader | undefined;
   let installed: InstalledModel | undefined;
   let model: LoadedModel | undefined;
-  let surface: Surface = {};
+  /** The model as its kind serves it: its properties, methods and parts. */
+  let served: Served | undefined;
   let live: Record<string, unknown> = {};
   const calls = new Map<number, Call>();
   /** The server's callbacks called from here, by `seq`, waiting for what they return. */
@@ -45,11 +47,10 @@ export function serveRunner(hooks: RunnerHooks): void {
 
   /** Live properties that changed since they were last sent. */
   const sendLive = (): void => {
-    if (!model || !surface.live?.length) return;
+    if (!served?.hasLive) return;
     const changed: Record<string, unknown> = {};
     let any = false;
-    for (const name of surface.live) {
-      const value = (model as unknown as Record<string, unknown>)[name];
+    for (const [name, value] of Object.entries(served.live())) {
       if (value !== live[name]) {
         changed[name] = value;
         live[name] = value;
@@ -57,14 +58,6 @@ export function serveRunner(hooks: RunnerHooks): void {
       }
     }
     if (any) send({ t: 'live', values: changed });
-  };
-
-  const methodAt = (path: string): { target: object; method: Method } => {
-    const [first, second] = path.split('.');
-    const owner = (second === undefined ? model : (model as unknown as Record<string, unknown>)[first!]) as Record<string, unknown> | undefined;
-    const method = owner?.[second ?? first!];
-    if (!owner || typeof method !== 'function') throw new Error(`the model has no method '${path}'`);
-    return { target: owner, method: method as Method };
   };
 
   const call = async (id: number, path: string, wireArgs: unknown[], stream: boolean): Promise<void> => {
@@ -78,16 +71,16 @@ export function serveRunner(hooks: RunnerHooks): void {
       return result;
     };
     try {
-      const { target, method } = methodAt(path);
+      if (!served) throw new Error('call before load');
       const args = decodeArgs(wireArgs, callback, controller.signal);
       if (stream) {
-        for await (const value of method.apply(target, args) as AsyncIterable<unknown>) {
+        for await (const value of served.stream(path, args)) {
           send({ t: 'yield', id, value });
           sendLive();
         }
         send({ t: 'return', id, value: undefined });
       } else {
-        send({ t: 'return', id, value: await method.apply(target, args) });
+        send({ t: 'return', id, value: await served.call(path, args) });
       }
     } catch (error) {
       send({ t: 'throw', id, error: toWireError(error) });
@@ -116,17 +109,9 @@ export function serveRunner(hooks: RunnerHooks): void {
         try {
           if (!loader || !installed) throw new Error('load before init');
           model = await loader.load(installed, { ...message.options, log });
-          surface = message.surface;
-          const record = model as unknown as Record<string, unknown>;
-          const props = Object.fromEntries([...(surface.props ?? []), 'memoryBytes'].map((name) => [name, record[name]]));
-          const methods = [...(surface.calls ?? []), ...(surface.streams ?? [])].filter((name) => typeof record[name] === 'function');
-          const parts: Record<string, string[]> = {};
-          for (const [part, names] of Object.entries(surface.parts ?? {})) {
-            const value = record[part] as Record<string, unknown> | undefined | null;
-            if (value) parts[part] = names.filter((name) => typeof value[name] === 'function');
-          }
-          live = Object.fromEntries((surface.live ?? []).map((name) => [name, record[name]]));
-          send({ t: 'loaded', props, methods, parts, live });
+          served = RUNNER_KINDS[message.kind].serve(model);
+          live = served.live();
+          send({ t: 'loaded', props: served.props, methods: served.methods, parts: served.parts, live: { ...live } });
         } catch (error) {
           send({ t: 'failed', error: toWireError(error) });
         }
@@ -148,6 +133,7 @@ export function serveRunner(hooks: RunnerHooks): void {
       case 'dispose': {
         const current = model;
         model = undefined;
+        served = undefined;
         try {
           await current?.dispose();
         } finally {

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { guarded } from '../../core/guard.js';
 import { PushQueue } from '../../core/push-queue.js';
+import { asSent } from './contract.js';
 import type { FromRunner, ToRunner } from './protocol.js';
 import { encodeArgs, fromWireError, toWireError, type WireError } from './wire.js';
 
@@ -129,11 +130,13 @@ export class RunnerProcess {
   }
 
   /** Sends a message answered by a message of type `answer` (or `failed`, which rejects); rejects if the process ends first. */
-  request(message: ToRunner, answer: FromRunner['t']): Promise<FromRunner> {
+  request<A extends FromRunner['t']>(message: ToRunner, answer: A): Promise<Extract<FromRunner, { t: A }>> {
     return new Promise((resolve, reject) => {
       if (!this.alive) return reject(this.options.lostCall(this.how()));
-      this.replies.set(answer, { resolve, reject });
-      this.replies.set('failed', { resolve, reject });
+      const isAnswer = (reply: FromRunner): reply is Extract<FromRunner, { t: A }> => reply.t === answer;
+      const waiting = { resolve: (reply: FromRunner) => (isAnswer(reply) ? resolve(reply) : reject(new Error(`the runner answered '${reply.t}' to '${message.t}'`))), reject };
+      this.replies.set(answer, waiting);
+      this.replies.set('failed', waiting);
       this.send(message);
     });
   }
@@ -147,13 +150,16 @@ export class RunnerProcess {
     }
   }
 
-  /** Calls a method of the model; `signal` (found among the arguments) aborts it in the runner. */
-  call(path: string, args: readonly unknown[]): Promise<unknown> {
-    return new Promise((resolve, reject) => this.start(path, args, { resolve, reject, callbacks: new Map() }, false));
+  /**
+   * Calls a method of the model; `signal` (found among the arguments) aborts it in the runner.
+   * `T`: what the method resolves to, as the kind's client (kinds/) has it from the task interface.
+   */
+  call<T>(path: string, args: readonly unknown[]): Promise<T> {
+    return new Promise<T>((resolve, reject) => this.start(path, args, { resolve: (value) => resolve(asSent<T>(value)), reject, callbacks: new Map() }, false));
   }
 
-  /** Calls a method that returns an async iterable; breaking out of it aborts the call in the runner. */
-  stream(path: string, args: readonly unknown[]): AsyncIterable<unknown> {
+  /** Calls a method that returns an async iterable of `T`; breaking out of it aborts the call in the runner. */
+  stream<T>(path: string, args: readonly unknown[]): AsyncIterable<T> {
     const self = this;
     return {
       async *[Symbol.asyncIterator]() {
@@ -161,7 +167,7 @@ export class RunnerProcess {
         let done = false;
         const id = self.start(path, args, { resolve: () => stream.end(), reject: (error) => stream.fail(error), stream, callbacks: new Map() }, true);
         try {
-          for await (const value of stream) yield value;
+          for await (const value of stream) yield asSent<T>(value);
           done = true;
         } finally {
           // The consumer stopped early (a client that left, a stop sequence found by the caller).

@@ -1,5 +1,5 @@
 import type { InstalledModel } from '../../core/store.js';
-import type { Surface } from './surfaces.js';
+import type { RunnerKind } from './contract.js';
 import type { WireError, WireLoadOptions } from './wire.js';
 
 /**
@@ -27,8 +27,8 @@ import type { WireError, WireLoadOptions } from './wire.js';
 export type ToRunner =
   /** Import the loader of `loaderKey` (`${backend}:${kind}`) for this model; answered by `ready` or `failed`. */
   | { t: 'init'; loaderKey: string; installed: InstalledModel; home: string }
-  /** Load the model, whose kind's interface is `surface` (surfaces.ts); answered by `loaded` or `failed`. */
-  | { t: 'load'; options: WireLoadOptions; surface: Surface }
+  /** Load the model, served as a model of `kind` (kinds/<kind>.ts: its task interface); answered by `loaded` or `failed`. */
+  | { t: 'load'; options: WireLoadOptions; kind: RunnerKind }
   /** Call `path` (a method of the model, or of one of its parts: `vad.probabilities`). */
   | { t: 'call'; id: number; path: string; args: unknown[]; stream: boolean }
   /** The server aborted the signal of call `id` with `reason`. */
@@ -41,16 +41,24 @@ export type ToRunner =
   /** Dispose of the model; answered by `disposed`. */
   | { t: 'dispose' };
 
+/**
+ * The model is loaded: its properties (read once), the names of its
+ * methods and parts (nested objects with methods of their own, as a
+ * Transcriber's voice activity detector), and the values of its live
+ * properties (sent again with `live` whenever they change).
+ */
+export interface Loaded {
+  t: 'loaded';
+  props: Record<string, unknown>;
+  methods: string[];
+  parts: Record<string, string[]>;
+  live: Record<string, unknown>;
+}
+
 export type FromRunner =
   /** The family's loader is imported; `estimate`: the memory its model will take, when the family knows better than the file sizes. */
   | { t: 'ready'; estimate?: number }
-  /**
-   * The model is loaded: its properties (read once), the names of its
-   * methods and parts (nested objects with methods of their own, as a
-   * Transcriber's voice activity detector), and the values of its live
-   * properties (sent again with `live` whenever they change).
-   */
-  | { t: 'loaded'; props: Record<string, unknown>; methods: string[]; parts: Record<string, string[]>; live: Record<string, unknown> }
+  | Loaded
   /** `init` or `load` failed. */
   | { t: 'failed'; error: WireError }
   | { t: 'yield'; id: number; value: unknown }

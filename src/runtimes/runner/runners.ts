@@ -1,18 +1,17 @@
 import type { ModelKind } from '../../core/catalog.js';
 import { ModelLoadError, ServerError } from '../../core/errors.js';
 import type { EngineEvent } from '../../core/events.js';
-import { JobQueue } from '../../core/job-queue.js';
 import type { LoadedModel, Loader, LoadOptions } from '../../core/loader.js';
 import type { InstalledModel } from '../../core/store.js';
 import { describeExit, RunnerProcess, type RunnerExit } from './process.js';
-import type { FromRunner } from './protocol.js';
-import { SURFACES, type Surface } from './surfaces.js';
+import { isRunnerKind, RUNNER_KINDS, type RunnerKind } from './kinds.js';
 
 /**
  * Supervised runner processes, one per loaded model, as Ollama's runners and
  * LocalAI's backends: the server keeps HTTP, scheduling, leases, queues and
  * the store; a runner holds the native runtime (llama.cpp, ONNX Runtime) of
- * one model and serves its task interface (surfaces.ts) over IPC. So:
+ * one model and serves its task interface over IPC, the server holding a
+ * client of that interface for it (kinds/<kind>.ts). So:
  *
  * - unloading a model ends its process, and its memory goes back to the
  *   system whatever the runtime kept;
@@ -76,8 +75,8 @@ export class Runners {
 
   /** A loader that loads `${backend}:${kind}` models in runners; undefined for kinds that do not run in them. */
   loader(loaderKey: string, kind: ModelKind): Loader | undefined {
-    const surface = SURFACES[kind];
-    return surface && { load: (installed, options) => this.load(loaderKey, surface, installed, options) };
+    if (!isRunnerKind(kind)) return undefined;
+    return { load: (installed, options) => this.load(loaderKey, kind, installed, options) };
   }
 
   /** Ends every runner now (SIGKILL), whatever it is doing: the last step of a shutdown that must not wait. */
@@ -104,7 +103,7 @@ export class Runners {
     runner.send({ t: 'polling', on: polling });
   }
 
-  private async load(loaderKey: string, surface: Surface, installed: InstalledModel, options: LoadOptions): Promise<LoadedModel> {
+  private async load(loaderKey: string, kind: RunnerKind, installed: InstalledModel, options: LoadOptions): Promise<LoadedModel> {
     await this.backoff(installed.id);
     const log = options.log ?? this.options.log;
     const started = Date.now();
@@ -126,14 +125,15 @@ export class Runners {
     this.runners.set(runner, { model: installed.id, llama: installed.entry.backend === 'llama', polling: false });
     if (this.restarting.delete(installed.id)) this.options.report({ type: 'restart', process: `runner ${installed.id}` });
     try {
-      const ready = (await runner.request({ t: 'init', loaderKey, installed, home: this.options.home }, 'ready')) as Extract<FromRunner, { t: 'ready' }>;
+      const ready = await runner.request({ t: 'init', loaderKey, installed, home: this.options.home }, 'ready');
       if (ready.estimate !== undefined) await options.reserve?.(ready.estimate);
       const wireOptions = { threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue, contextSizes: options.contextSizes, memoryBudgetBytes: options.memoryBudgetBytes, cacheRamBytes: options.cacheRamBytes };
-      const model = (await runner.request({ t: 'load', options: wireOptions, surface }, 'loaded')) as Extract<FromRunner, { t: 'loaded' }>;
+      const model = await runner.request({ t: 'load', options: wireOptions, kind }, 'loaded');
       loaded = true;
       const state = this.runners.get(runner);
       if (state) this.updatePolling(runner, state);
-      return proxy(runner, surface, installed, model, options);
+      // The server's handle on the model: its kind's task interface, each method a call to the runner.
+      return RUNNER_KINDS[kind].client(runner, model, { maxWaiting: options.maxQueue ?? 16, model: installed.id });
     } catch (error) {
       runner.kill();
       await runner.whenExited();
@@ -159,27 +159,4 @@ export class Runners {
     const output = exit.output.length ? `; its last output: ${exit.output.slice(-5).join(' | ')}` : '';
     log(`the runner of ${model} (pid ${runner.pid}) ${describeExit(exit.code, exit.signal)}: ${what}; it is started again on the next request${output}`);
   }
-}
-
-/**
- * The server's stand-in for a model in a runner: its properties, its
- * methods (each a call over the channel), its parts, its live properties
- * (getters over what the runner last reported), and a job queue of the
- * server's own where its kind has one. A plain object, so that it can itself
- * be handed to another model's call (a latent decoder to an image model).
- */
-function proxy(runner: RunnerProcess, surface: Surface, installed: InstalledModel, loaded: Extract<FromRunner, { t: 'loaded' }>, options: LoadOptions): LoadedModel {
-  const model: Record<string, unknown> = { ...loaded.props };
-  const streams = new Set<string>(surface.streams ?? []);
-  for (const name of loaded.methods) model[name] = streams.has(name) ? (...args: unknown[]) => runner.stream(name, args) : (...args: unknown[]) => runner.call(name, args);
-  for (const [part, methods] of Object.entries(loaded.parts)) {
-    model[part] = Object.fromEntries(methods.map((name) => [name, (...args: unknown[]) => runner.call(`${part}.${name}`, args)]));
-  }
-  Object.assign(runner.live, loaded.live);
-  const hidden = (name: string, descriptor: PropertyDescriptor) => Object.defineProperty(model, name, { ...descriptor, enumerable: false });
-  for (const name of surface.live ?? []) hidden(name, { get: () => runner.live[name] });
-  if (surface.queue) hidden('queue', { value: new JobQueue(options.maxQueue ?? 16, `${surface.queue} '${installed.id}'`) });
-  hidden('pid', { value: runner.pid });
-  model.dispose = () => runner.dispose();
-  return model as unknown as LoadedModel;
 }

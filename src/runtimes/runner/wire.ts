@@ -85,6 +85,23 @@ export function fromWireError(wire: WireError): Error {
   return error;
 }
 
+/**
+ * The key of a method that says what an object crosses the channel as,
+ * when it is not plain data: a model's client handed to another model's
+ * call (a latent decoder in an image job) crosses as what that model may use
+ * of it, its methods becoming callbacks to the server.
+ */
+export const CROSSES_AS = Symbol('lserve.runner.crossesAs');
+
+/** An object that crosses the channel as the value its `CROSSES_AS` method returns. */
+export interface CrossesAs {
+  [CROSSES_AS](): object;
+}
+
+function crossesAs(value: object): value is CrossesAs {
+  return typeof Reflect.get(value, CROSSES_AS) === 'function';
+}
+
 const CALLBACK = '$runnerCallback';
 const SIGNAL = '$runnerSignal';
 
@@ -101,7 +118,8 @@ function isPlain(value: object): boolean {
 /**
  * A call's arguments for the wire: each function is handed to `callback`,
  * which returns its reference number; an AbortSignal is handed to `signal`.
- * Plain objects and arrays are walked; anything else must be cloneable.
+ * Plain objects and arrays are walked, an object with a `CROSSES_AS` method
+ * is replaced by what it returns; anything else must be cloneable.
  */
 export function encodeArgs(args: readonly unknown[], callback: (fn: (...args: unknown[]) => unknown) => number, signal: (signal: AbortSignal) => void): unknown[] {
   const encode = (value: unknown): unknown => {
@@ -113,6 +131,7 @@ export function encodeArgs(args: readonly unknown[], callback: (fn: (...args: un
     }
     if (Array.isArray(value)) return value.map(encode);
     if (isCloneable(value)) return value;
+    if (crossesAs(value)) return encode(value[CROSSES_AS]());
     if (!isPlain(value)) throw new TypeError(`a ${value.constructor?.name ?? 'class instance'} cannot be passed to a model in a runner process`);
     return Object.fromEntries(Object.entries(value).map(([key, v]) => [key, encode(v)]));
   };

@@ -28,10 +28,10 @@ export const defaultLoaders: LoaderTable = {
     // Silero VAD (bundled) finds the speech in long uploads: windows are cut at silences and silence is not decoded.
     return createWhisperLoader(() => SileroVad.load(1));
   },
-  'onnx:asr-stream': () => import('./families/sherpa-streaming/streaming.js').then((m) => m.streamingLoader),
+  'onnx:asr-stream': () => import('./families/sherpa-streaming/index.js').then((m) => m.streamingLoader),
   'onnx:image': () => import('./families/stable-diffusion/loader.js').then((m) => m.imageLoader),
   'onnx:tts': () => import('./families/qwen3-tts/index.js').then((m) => m.qwen3TtsLoader),
-  'sherpa:tts': () => import('./families/sherpa-voices/tts.js').then((m) => m.sherpaTtsLoader),
+  'sherpa:tts': () => import('./families/sherpa-voices/index.js').then((m) => m.sherpaTtsLoader),
 };
 
 /** Install-time work (`lserve pull`), keyed like the loaders. */

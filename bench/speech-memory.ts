@@ -7,9 +7,9 @@
  * (from /proc), and the server's V8 heap and external memory (its own
  * /metrics). Growth that levels off is the allocators warming up; growth in
  * a straight line is a leak. The synthesizer process is replaced by a fresh
- * one every REPLACE_AFTER_SYNTHESES syntheses (src/families/sherpa-voices/
- * tts.ts says why): the table lists its pids, and its growth is summed up
- * per process.
+ * one every REPLACE_AFTER_SYNTHESES syntheses (src/runtimes/sherpa/
+ * synthesizer.ts says why): the table lists its pids, and its growth is
+ * summed up per process.
  *
  *   npx tsx bench/speech-memory.ts [--requests 2000] [--every 200] [--form wav|mp3|json|stream]
  *                                  [--sentences 2] [--heap-snapshots DIR] [--src]
@@ -190,8 +190,8 @@ async function main(): Promise<void> {
       if (i % every !== 0 && i !== 1) continue;
       await sleep(200);
       const mem = snapshot(pid);
-      // sherpa-onnx's processes run their script with `node -e`; during a replacement there are two for a moment.
-      const synth = mem.children.filter((c) => c.command.includes(' -e '));
+      // sherpa-onnx's synthesizer processes run runtimes/sherpa/synthesizer-child; during a replacement there are two for a moment.
+      const synth = mem.children.filter((c) => c.command.includes('synthesizer-child.'));
       const heap = await serverHeap(base);
       const row: Sample = {
         requests: i,

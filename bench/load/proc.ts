@@ -43,7 +43,7 @@ function rssKiB(pid: number): number {
   }
 }
 
-/** argv joined with spaces, cut to `max` characters (sherpa's children carry a whole script after `-e`). */
+/** argv joined with spaces, cut to `max` characters. */
 export function commandOf(pid: number, max = 96): string {
   try {
     const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);

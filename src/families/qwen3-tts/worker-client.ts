@@ -1,5 +1,5 @@
 import { guarded } from '../../core/guard.js';
-import { startModuleWorker } from '../../runtimes/worker/module-worker.js';
+import { startModuleWorker } from '../../runtimes/launch/module-entry.js';
 import { WorkerCalls } from '../../runtimes/worker/worker-calls.js';
 import type { GenerateRequest, GeneratorInit, ReferenceCodes, StopReason } from './generator.js';
 

@@ -4,15 +4,16 @@ import type { StreamingRecognizer } from '../../core/tasks/transcribe/streaming.
 import { ModelLoadError, ServerError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { SherpaRecognizerConfig } from '../../runtimes/sherpa/protocol.js';
-import { DEFAULT_MAX_STREAMS, SAMPLE_RATE, SherpaSupervisor, type SupervisorOptions } from '../../runtimes/sherpa/supervisor.js';
+import { DEFAULT_MAX_STREAMS, SAMPLE_RATE, SherpaRecognizer, type RecognizerOptions } from '../../runtimes/sherpa/recognizer.js';
+import { estimateSherpaMemory } from '../../runtimes/sherpa/supervisor.js';
 
 export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState, StreamingRecognizer } from '../../core/tasks/transcribe/streaming.js';
-export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from '../../runtimes/sherpa/supervisor.js';
+export { DEFAULT_MAX_STREAMS, SAMPLE_RATE } from '../../runtimes/sherpa/recognizer.js';
 
 /**
  * Streaming speech recognition (kind `asr-stream`, backend `onnx`) on
  * sherpa-onnx's OnlineRecognizer, run in a supervised child process (see
- * process.ts and supervisor.ts for why and how).
+ * runtimes/sherpa: supervisor.ts and recognizer.ts for why and how).
  *
  * Model layouts, by the roles of the model's files:
  * - transducer (streaming Zipformer / Zipformer2, Conformer, LSTM exports of
@@ -71,61 +72,41 @@ export function recognizerConfig(model: InstalledModel, threads: number): Sherpa
 }
 
 export interface StreamingLoader extends Loader<StreamingRecognizer> {
-  /** The process supervisor every model of this loader shares (created on first load). */
-  readonly supervisor: SherpaSupervisor;
+  /** The recognizer process every model of this loader shares (started on first load). */
+  readonly supervisor: SherpaRecognizer;
 }
 
-/** A loader with its own supervisor (one per server: the default export below, or one per test). */
-export function createStreamingLoader(supervisorOptions: SupervisorOptions = {}): StreamingLoader {
-  let supervisor: SherpaSupervisor | undefined;
-  // Without a log of its own, the process reports (restarts, sherpa's stderr) go to the engine's, from LoadOptions.
-  let engineLog: ((message: string) => void) | undefined;
-  const log = supervisorOptions.log ?? ((message: string) => engineLog?.(message));
-  // Restarts of the process go to the engine's events (the server's /metrics), from LoadOptions too.
-  let engineReport: LoadOptions['report'];
-  const onRestart = (label: string) => {
-    supervisorOptions.onRestart?.(label);
-    engineReport?.({ type: 'restart', process: `sherpa-onnx ${label}` });
-  };
-  const get = () => (supervisor ??= new SherpaSupervisor({ maxStreams: DEFAULT_MAX_STREAMS, ...supervisorOptions, log, onRestart }));
+/** A loader with its own recognizer process (one per server: the default export below, or one per test). */
+export function createStreamingLoader(options: RecognizerOptions = {}): StreamingLoader {
+  const recognizer = new SherpaRecognizer({ maxStreams: DEFAULT_MAX_STREAMS, ...options });
+  const estimateMemory = (model: InstalledModel) => estimateSherpaMemory(model.sizeBytes);
   return {
-    get supervisor() {
-      return get();
-    },
-    async load(model: InstalledModel, options: LoadOptions): Promise<StreamingRecognizer> {
+    supervisor: recognizer,
+    async load(model: InstalledModel, loadOptions: LoadOptions): Promise<StreamingRecognizer> {
       const started = Date.now();
       // One thread per recognizer unless told otherwise: streams run side by side, and measured on 2 cores
       // (bench/README.md) 1 thread sustained 24 real-time streams at 20/24 ms p50/p95 where 2 threads managed 8.
-      const threads = options.threads > 0 ? options.threads : 1;
-      const config = recognizerConfig(model, threads);
-      if (options.log) engineLog = options.log;
-      if (options.report) engineReport = options.report;
-      const shared = get();
-      const key = await shared.load(model.id, config);
-      options.log?.(`${model.id}: sherpa-onnx streaming recognizer loaded in ${Date.now() - started} ms (${threads} threads, process ${shared.pid})`);
+      const threads = loadOptions.threads > 0 ? loadOptions.threads : 1;
+      const loaded = await recognizer.load(model.id, recognizerConfig(model, threads), loadOptions);
+      loadOptions.log?.(`${model.id}: sherpa-onnx streaming recognizer loaded in ${Date.now() - started} ms (${threads} threads, process ${recognizer.pid})`);
       let disposed = false;
       return {
         sampleRate: SAMPLE_RATE,
-        maxStreams: shared.maxStreams,
+        maxStreams: recognizer.maxStreams,
         memoryBytes: estimateMemory(model),
         open: () => {
           if (disposed) throw new ServerError(`Model '${model.id}' was unloaded; load it again.`);
-          return shared.open(key);
+          return recognizer.open(loaded);
         },
         dispose: async () => {
           if (disposed) return;
           disposed = true;
-          shared.unload(key);
+          recognizer.unload(loaded);
         },
       };
     },
     estimateMemory,
   };
-}
-
-/** Weights as ONNX Runtime holds them, plus per-stream state and the recognizer process itself (~50 MB). */
-function estimateMemory(model: InstalledModel): number {
-  return Math.round(model.sizeBytes * 1.5) + 50 * 1024 * 1024;
 }
 
 export const streamingLoader: StreamingLoader = createStreamingLoader();

@@ -1,5 +1,5 @@
 import { resolveNpmFile } from '../../core/npm-files.js';
-import { startModuleWorker } from '../../runtimes/worker/module-worker.js';
+import { startModuleWorker } from '../../runtimes/launch/module-entry.js';
 import { WorkerCalls } from '../../runtimes/worker/worker-calls.js';
 
 /**

@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { writeFileWhole } from '../../core/write-whole.js';
+import { moduleArgv } from '../launch/module-entry.js';
 
 /**
  * Whether this machine may use AMX, Intel's tile matrix unit, which llama.cpp
@@ -47,7 +48,7 @@ export interface AmxVerdict {
 }
 
 /** The shipped addon's exports the probe uses (threadpool.patch, lserveCpu.cpp). */
-interface CpuProbeBindings {
+export interface CpuProbeBindings {
   lserveProbeAmx(threads: number, rounds: number): { reported: boolean; granted: boolean; mismatches: number; error?: string };
   lserveDenyAmx(): void;
 }
@@ -120,12 +121,12 @@ function machineIdentity(addon: string): string {
   return hash.digest('hex').slice(0, 16);
 }
 
-/** Runs the probe in a child process: whatever it does to that process, this one is unharmed. */
+/** Runs the probe in a child process (amx-probe.ts): whatever it does to that process, this one is unharmed. */
 function probe(addon: string): Promise<AmxVerdict> {
   const threads = 2 * os.availableParallelism();
-  const source = `const r = require(${JSON.stringify(addon)}).lserveProbeAmx(${threads}, ${PROBE_ROUNDS}); process.stdout.write(JSON.stringify(r));`;
+  const argv = moduleArgv(new URL('./amx-probe.js', import.meta.url), [addon, String(threads), String(PROBE_ROUNDS)]);
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['-e', source], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), PROBE_TIMEOUT_MS);

@@ -1,7 +1,9 @@
-import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import { startModuleWorker } from '../launch/module-entry.js';
 import { WorkerCalls } from '../worker/worker-calls.js';
+import { VIEWS, type Described, type RunResult, type SessionRequest, type Shape, type TensorType, type WireTensor } from './tensor-wire.js';
 import { machineThreads } from './threads.js';
+
+export type { TensorType } from './tensor-wire.js';
 
 /**
  * The one place ONNX Runtime sessions are made, so every ONNX model in lserve
@@ -25,8 +27,6 @@ export interface OnnxSessionOptions {
    */
   memoryPattern?: boolean;
 }
-
-export type TensorType = 'float32' | 'float16' | 'int64' | 'int32' | 'bool' | 'uint8';
 
 /** The typed array each element type travels in (float16 as raw bits, bool as bytes). */
 export interface TensorData {
@@ -72,98 +72,7 @@ export interface RunOptions {
   rows?: Readonly<Record<string, readonly number[]>>;
 }
 
-type Shape = ReadonlyArray<number | string | undefined>;
 
-interface Described {
-  inputNames: string[];
-  outputNames: string[];
-  inputShapes: Shape[];
-  outputShapes: Shape[];
-  /** Element type of each input and output as ORT names it ('float16', 'int64', …); '' for non-tensors. */
-  inputTypes: string[];
-  outputTypes: string[];
-}
-
-interface WireTensor {
-  type: TensorType;
-  buffer: ArrayBuffer;
-  byteOffset: number;
-  length: number;
-  dims: number[];
-}
-
-/** What a run sends back: its fetched outputs. */
-type RunResult = { outputs: Record<string, WireTensor> };
-
-const VIEWS = { float32: Float32Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array, bool: Uint8Array, uint8: Uint8Array } as const;
-
-/**
- * Worker body, kept as a CommonJS string so it runs the same from dist/ and
- * from TypeScript sources under the test runner (which cannot start a .ts
- * worker file). It only loads ORT, runs, and posts results back.
- */
-const WORKER = `
-const { parentPort, workerData } = require('node:worker_threads');
-const ort = require(workerData.ort);
-let session;
-const kept = new Map();
-const shapes = (meta) => meta.map((m) => (m && m.isTensor ? Array.from(m.shape) : []));
-const types = (meta) => meta.map((m) => (m && m.isTensor ? String(m.type) : ''));
-const VIEWS = { float32: Float32Array, float16: Uint16Array, int64: BigInt64Array, int32: Int32Array, bool: Uint8Array, uint8: Uint8Array };
-const toTensor = (t) => new ort.Tensor(t.type, new VIEWS[t.type](t.buffer, t.byteOffset, t.length), t.dims);
-parentPort.on('message', async (msg) => {
-  try {
-    if (msg.type === 'create') {
-      session = await ort.InferenceSession.create(msg.path, msg.options);
-      parentPort.postMessage({ id: msg.id, ok: true, result: { inputNames: [...session.inputNames], outputNames: [...session.outputNames],
-        inputShapes: shapes(session.inputMetadata), outputShapes: shapes(session.outputMetadata),
-        inputTypes: types(session.inputMetadata), outputTypes: types(session.outputMetadata) } });
-    } else if (msg.type === 'run') {
-      const feeds = {};
-      for (const [name, feed] of Object.entries(msg.feeds)) {
-        if (feed.kept === undefined) feeds[name] = toTensor(feed);
-        else if (kept.has(feed.kept)) feeds[name] = kept.get(feed.kept);
-        else throw new Error('no kept tensor named ' + feed.kept);
-      }
-      const results = await session.run(feeds);
-      for (const [output, name] of Object.entries(msg.keep)) kept.set(name, results[output]);
-      for (const [input, name] of Object.entries(msg.keepInputs)) kept.set(name, feeds[input]);
-      const outputs = {};
-      const transfer = [];
-      for (const name of msg.fetch) {
-        const out = results[name];
-        if (!out) throw new Error('the model has no output named ' + name);
-        const dims = Array.from(out.dims);
-        let data;
-        const rows = msg.rows[name];
-        if (rows) {
-          const size = dims.slice(2).reduce((a, b) => a * b, 1);
-          data = new VIEWS[out.type](rows.length * size);
-          rows.forEach((row, i) => data.set(out.data.subarray(row * size, (row + 1) * size), i * size));
-          dims[1] = rows.length;
-        } else {
-          // A kept output may be fed again: send a copy, keep the original.
-          data = msg.keep[name] === undefined ? out.data : out.data.slice();
-        }
-        outputs[name] = { type: out.type, buffer: data.buffer, byteOffset: data.byteOffset, length: data.length, dims };
-        if (!transfer.includes(data.buffer)) transfer.push(data.buffer);
-      }
-      parentPort.postMessage({ id: msg.id, ok: true, result: { outputs } }, transfer);
-    } else if (msg.type === 'drop') {
-      for (const name of [...kept.keys()]) if (name.startsWith(msg.prefix)) kept.delete(name);
-      parentPort.postMessage({ id: msg.id, ok: true });
-    } else if (msg.type === 'release') {
-      kept.clear();
-      await session.release();
-      parentPort.postMessage({ id: msg.id, ok: true });
-    }
-  } catch (error) {
-    parentPort.postMessage({ id: msg.id, ok: false, error: String((error && error.message) || error) });
-  }
-});
-`;
-
-const ORT_PATH = createRequire(import.meta.url).resolve('onnxruntime-node');
 
 /**
  * ONNX Runtime session options every lserve session uses, for code that owns
@@ -197,12 +106,12 @@ export class OnnxSession {
   ) {}
 
   static async create(path: string, options: OnnxSessionOptions): Promise<OnnxSession> {
-    const worker = new WorkerCalls(new Worker(WORKER, { eval: true, workerData: { ort: ORT_PATH } }), {
+    const worker = new WorkerCalls(startModuleWorker(new URL('./session-worker.js', import.meta.url)), {
       exited: 'the ONNX Runtime worker exited',
       error: (message) => new Error(`${path}: ${message}`),
     });
     try {
-      return new OnnxSession(worker, path, await worker.call<Described>({ type: 'create', path, options: ortSessionOptions(options) }));
+      return new OnnxSession(worker, path, await worker.call<Described>({ type: 'create', path, options: ortSessionOptions(options) } satisfies SessionRequest));
     } catch (error) {
       await worker.terminate();
       throw error;
@@ -291,7 +200,10 @@ export class OnnxSession {
       if (!transfer.includes(buffer as ArrayBuffer)) transfer.push(buffer as ArrayBuffer);
     }
     const next = this.queue.then(async () => {
-      const reply = await this.worker.call<RunResult>({ type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep }, keepInputs: { ...options.keepInputs }, rows: { ...options.rows } }, transfer);
+      const reply = await this.worker.call<RunResult>(
+        { type: 'run', feeds: wire, fetch: [...options.fetch], keep: { ...options.keep }, keepInputs: { ...options.keepInputs }, rows: { ...options.rows } } satisfies SessionRequest,
+        transfer,
+      );
       const outputs: Record<string, Tensor> = {};
       for (const [name, t] of Object.entries(reply.outputs)) {
         outputs[name] = { type: t.type, data: new VIEWS[t.type](t.buffer, t.byteOffset, t.length), dims: t.dims } as Tensor;
@@ -304,13 +216,13 @@ export class OnnxSession {
 
   /** Forgets the tensors kept in the worker whose names start with `prefix` (the end of one decode), or all of them. */
   async dropKept(prefix = ''): Promise<void> {
-    const next = this.queue.then(() => this.worker.call({ type: 'drop', prefix }));
+    const next = this.queue.then(() => this.worker.call({ type: 'drop', prefix } satisfies SessionRequest));
     this.queue = next.catch(() => undefined);
     await next;
   }
 
   async release(): Promise<void> {
     await this.queue;
-    await this.worker.close({ type: 'release' });
+    await this.worker.close({ type: 'release' } satisfies SessionRequest);
   }
 }

@@ -1,9 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { guarded } from '../../core/guard.js';
 import { PushQueue } from '../../core/push-queue.js';
+import { moduleArgv } from '../launch/module-entry.js';
 import { asSent } from './contract.js';
 import type { FromRunner, ToRunner } from './protocol.js';
 import { encodeArgs, fromWireError, toWireError, type WireError } from './wire.js';
@@ -15,13 +13,9 @@ import { encodeArgs, fromWireError, toWireError, type WireError } from './wire.j
  * owner (runners.ts) through `onExit`.
  */
 
-/** The runner's entry: dist/runner.js, or under the TypeScript sources (tests, tsx) src/runner.ts through tsx's loader. */
+/** The runner's entry (src/runner.ts, dist/runner.js), with the model's id after it: `ps` and /proc show which model a runner holds. */
 function runnerArgv(model: string): string[] {
-  const compiled = fileURLToPath(new URL('../../runner.js', import.meta.url));
-  // The model's id after the entry: `ps` and /proc show which model a runner holds.
-  if (existsSync(compiled)) return [compiled, model];
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-  return ['--import', tsx, compiled.replace(/\.js$/, '.ts'), model];
+  return moduleArgv(new URL('../../runner.js', import.meta.url), [model]);
 }
 
 /** How a process ended, in words: "was killed (SIGKILL)", "crashed (SIGSEGV)", "exited with code 1". */

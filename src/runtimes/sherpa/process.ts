@@ -1,21 +1,22 @@
-import { guarded } from '../../core/guard.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { LserveError, ModelLoadError, ServerError } from '../../core/errors.js';
-import type { LifecycleChildMessage, LifecycleParentMessage } from './protocol.js';
+import { guarded } from '../../core/guard.js';
+import { moduleArgv } from '../launch/module-entry.js';
+import type { LifecycleChildMessage, LifecycleParentMessage, ServiceMessage, SherpaProtocol } from './protocol.js';
 
 /**
  * One supervised sherpa-onnx child process and the models loaded into it:
- * the part of running sherpa-onnx out of the server's process that every
- * service shares (the streaming recognizer in supervisor.ts, the speech
- * synthesizer in tts.ts). Why a process at all: sherpa-onnx-node ships its
+ * the part of the supervisor (supervisor.ts) that runs one process, whatever
+ * its service (the streaming recognizer, recognizer.ts; the speech
+ * synthesizer, synthesizer.ts). Why a process at all: sherpa-onnx-node ships its
  * own onnxruntime beside onnxruntime-node's, and on a bad model (a missing
  * metadata key, …) it calls _Exit — which must kill the child, never the
  * server.
  *
  * - Models are loaded into the child by key. Work on a model (a stream, a
- *   synthesis) is a job opened with open(); a job belongs to the child it
- *   was opened in.
+ *   synthesis) is a job opened with open(), named by an id; a job belongs to
+ *   the child it was opened in, and the child's messages for it are handed to it.
  * - If the child dies (killed, crashed, sherpa's _Exit), every job it held
  *   fails with the service's "lost" error; the next open() starts a new child
  *   and loads the model it needs again, lazily. The server never exits with it.
@@ -31,18 +32,25 @@ import type { LifecycleChildMessage, LifecycleParentMessage } from './protocol.j
  *   without a pause: a fresh one is started and given every model, then
  *   takes the new jobs, while the old one finishes those it has and is
  *   stopped. That is how memory a native library keeps for good goes back to
- *   the system (see tts.ts).
+ *   the system (see synthesizer.ts).
  */
 
-export interface SherpaProcessOptions<ChildMessage> {
+/** What a kind of child is: the service's part of supervising it. */
+export interface SherpaService<ChildMessage> {
   /** What the child is, in logs and errors: "speech recognizer", "speech synthesizer". */
   label: string;
-  /** CommonJS source of the child (see child.ts). */
-  source: string;
+  /** The child's module, by its compiled URL (runtimes/launch starts it, from dist/ or the sources). */
+  entry: URL;
   /** The error a job gets when its process dies; `how` says how ("was killed (SIGKILL)"). */
   lostJob: (how: string) => LserveError;
-  /** The service's own messages (everything but ready, fatal and loaded). */
-  onMessage: (message: ChildMessage) => void;
+  /** The job a service message is for. */
+  jobOf: (message: ServiceMessage<ChildMessage>) => number;
+  /** Jobs a process runs before a fresh one takes over (default: never replaced). */
+  replaceAfterJobs?: number;
+}
+
+/** How processes are run, whatever their service. */
+export interface SherpaProcessOptions {
   /** How long a model config whose load killed the process is refused without retrying (default 30 s). */
   loadRetryDelayMs?: number;
   log?: (message: string) => void;
@@ -50,16 +58,20 @@ export interface SherpaProcessOptions<ChildMessage> {
   onRestart?: (label: string) => void;
   /** The sherpa-onnx-node module the process loads (default: the installed package). */
   sherpaModule?: string;
-  /** Jobs a process runs before a fresh one takes over (default: never replaced). */
-  replaceAfterJobs?: number;
+  /** On the process's command line after its entry, for `ps`: what it serves. */
+  args?: readonly string[];
 }
 
 /** Work running on a model in a child: a stream, a synthesis. */
-export interface ChildJob {
+export interface ChildJob<ChildMessage> {
+  /** Names the job in the messages about it. */
+  readonly id: number;
   /** The model's key. */
   readonly key: string;
   /** The process the job runs in. */
   readonly child: ChildHandle;
+  /** A message of the job's process about it. */
+  receive(message: ServiceMessage<ChildMessage>): void;
   /** Ends the job with `error`; `tellChild` false when the child already forgot it (or is gone). */
   fail(error: LserveError, tellChild: boolean): void;
 }
@@ -109,23 +121,25 @@ const SHERPA_MODULE = createRequire(import.meta.url).resolve('sherpa-onnx-node')
 const crashes = new WeakSet<LserveError>();
 const EXTERNAL_SIGNALS = new Set<NodeJS.Signals>(['SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP']);
 
-export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, ChildMessage extends { t: string }> {
+export class SherpaProcess<P extends SherpaProtocol> {
   private readonly label: string;
-  private readonly options: SherpaProcessOptions<ChildMessage> & { loadRetryDelayMs: number; sherpaModule: string };
-  private child: Child<Info> | undefined;
-  private readonly models = new Map<string, ModelRecord<Config>>();
-  private readonly jobs = new Set<ChildJob>();
+  private readonly options: SherpaService<P['child']> & SherpaProcessOptions & { loadRetryDelayMs: number; sherpaModule: string };
+  private child: Child<P['info']> | undefined;
+  private readonly models = new Map<string, ModelRecord<P['config']>>();
+  private readonly jobs = new Map<number, ChildJob<P['child']>>();
   private readonly failedLoads = new Map<string, { error: LserveError; until: number }>();
   /** The fresh process being given the models, before it takes over (`replaceAfterJobs`). */
-  private replacement: Child<Info> | undefined;
+  private replacement: Child<P['info']> | undefined;
   private nextModel = 1;
+  private nextJob = 1;
   private closed = false;
   /** The last process died without being asked to: the next one started is a restart. */
   private died = false;
 
-  constructor(options: SherpaProcessOptions<ChildMessage>) {
-    this.label = options.label;
+  constructor(service: SherpaService<P['child']>, options: SherpaProcessOptions = {}) {
+    this.label = service.label;
     this.options = {
+      ...service,
       ...options,
       loadRetryDelayMs: options.loadRetryDelayMs ?? DEFAULT_LOAD_RETRY_DELAY_MS,
       sherpaModule: options.sherpaModule ?? SHERPA_MODULE,
@@ -143,14 +157,14 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   }
 
   /** Loads a model into the process; resolves to its key and what the child reported. Rejects with ModelLoadError naming `name`. */
-  async load(name: string, config: Config): Promise<{ key: string; info: Info | undefined }> {
+  async load(name: string, config: P['config']): Promise<{ key: string; info: P['info'] | undefined }> {
     if (this.closed) throw new ServerError(`The ${this.label} is shut down.`);
     const configKey = JSON.stringify(config);
     const failed = this.failedLoads.get(configKey);
     if (failed && failed.until > Date.now()) throw failed.error;
     this.failedLoads.delete(configKey);
     const key = `m${this.nextModel++}`;
-    let info: Info | undefined;
+    let info: P['info'] | undefined;
     try {
       if (this.jobs.size > 0) {
         // Live work shares the process: try the model where a crash hurts no one.
@@ -178,7 +192,7 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
    * builds the job for that process; `unloaded` is thrown when the model is
    * gone. The caller sends the job's first message.
    */
-  open<J extends ChildJob>(key: string, create: (child: ChildHandle) => J, unloaded: () => LserveError): J {
+  open<J extends ChildJob<P['child']>>(key: string, create: (id: number, child: ChildHandle) => J, unloaded: () => LserveError): J {
     const model = this.models.get(key);
     if (!model || this.closed) throw unloaded();
     const child = this.ensureChild();
@@ -187,8 +201,8 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
       child.lazyLoads.add(key);
       this.sendTo(child, { t: 'load', key, config: model.config });
     }
-    const job = create(child);
-    this.jobs.add(job);
+    const job = create(this.nextJob++, child);
+    this.jobs.set(job.id, job);
     child.jobsOpened++;
     this.updateRef(child);
     const limit = this.options.replaceAfterJobs;
@@ -199,22 +213,22 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   }
 
   /** A job is over (ended, failed or abandoned): it no longer keeps the process referenced, and a replaced process's last one stops it. */
-  forget(job: ChildJob): void {
-    this.jobs.delete(job);
-    const child = job.child as Child<Info>;
+  forget(job: ChildJob<P['child']>): void {
+    if (this.jobs.get(job.id) === job) this.jobs.delete(job.id);
+    const child = job.child as Child<P['info']>;
     this.updateRef(child);
     this.stopIfRetired(child);
   }
 
   /** Sends a service message to the process a job runs in (dropped if that process is gone). */
-  send(child: ChildHandle, message: ParentMessage): void {
-    this.sendTo(child as Child<Info>, message);
+  send(child: ChildHandle, message: P['parent']): void {
+    this.sendTo(child as Child<P['info']>, message);
   }
 
   /** Drops a model; its jobs fail with `error`. Stops the process when no model is left. */
   unload(key: string, error: LserveError): void {
     if (!this.models.delete(key)) return;
-    for (const job of [...this.jobs]) if (job.key === key) job.fail(error, true);
+    for (const job of [...this.jobs.values()]) if (job.key === key) job.fail(error, true);
     const child = this.child;
     if (!child) return;
     child.loaded.delete(key);
@@ -230,7 +244,7 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   /** Fails every job with `error` and stops the process (server shutdown). */
   close(error: LserveError): void {
     this.closed = true;
-    for (const job of [...this.jobs]) job.fail(error, false);
+    for (const job of [...this.jobs.values()]) job.fail(error, false);
     this.models.clear();
     if (this.child) this.stop(this.child);
     if (this.replacement) this.stop(this.replacement);
@@ -244,7 +258,7 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
    * settled at the swap (open() loads what the fresh process lacks). If the
    * fresh one fails, the old one stays, to be tried again after as many jobs.
    */
-  private async replace(old: Child<Info>): Promise<void> {
+  private async replace(old: Child<P['info']>): Promise<void> {
     const fresh = this.spawnChild();
     this.replacement = fresh;
     this.options.log?.(`replacing the sherpa-onnx ${this.label} process (pid ${old.pid}) after ${old.jobsOpened} jobs with pid ${fresh.pid}`);
@@ -274,13 +288,13 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   }
 
   /** A replaced process goes once nothing runs in it: no job, and no load a caller awaits (started before the swap). */
-  private stopIfRetired(child: Child<Info>): void {
+  private stopIfRetired(child: Child<P['info']>): void {
     if (child.retiring && child.loads.size === 0 && !this.hasJobs(child)) this.stop(child);
   }
 
   // ---- process management ----
 
-  private sendTo(child: Child<Info>, message: ParentMessage | LifecycleParentMessage<Config>): void {
+  private sendTo(child: Child<P['info']>, message: P['parent'] | LifecycleParentMessage<P['config']>): void {
     if (child.exited || !child.proc.connected) return;
     try {
       child.proc.send(message);
@@ -289,7 +303,7 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
     }
   }
 
-  private ensureChild(): Child<Info> {
+  private ensureChild(): Child<P['info']> {
     if (!this.child || this.child.exited) {
       this.child = this.spawnChild();
       if (this.died) {
@@ -300,14 +314,15 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
     return this.child;
   }
 
-  private spawnChild(): Child<Info> {
-    const proc = spawn(process.execPath, ['--expose-gc', '-e', this.options.source], {
+  private spawnChild(): Child<P['info']> {
+    // --expose-gc: a child collects once it drops a model (child.ts).
+    const proc = spawn(process.execPath, moduleArgv(this.options.entry, this.options.args, ['--expose-gc']), {
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
       serialization: 'advanced',
       env: { ...process.env, LSERVE_SHERPA_MODULE: this.options.sherpaModule },
       windowsHide: true,
     });
-    const child: Child<Info> = { proc, pid: proc.pid, loaded: new Set(), loads: new Map(), lazyLoads: new Set(), stderr: '', stderrTotal: 0, stopping: false, exited: false, jobsOpened: 0, retiring: false };
+    const child: Child<P['info']> = { proc, pid: proc.pid, loaded: new Set(), loads: new Map(), lazyLoads: new Set(), stderr: '', stderrTotal: 0, stopping: false, exited: false, jobsOpened: 0, retiring: false };
     proc.stderr?.setEncoding('utf8');
     proc.stderr?.on('data', (chunk: string) => {
       child.stderrTotal += chunk.length;
@@ -317,7 +332,7 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
     // A fault in handling one message is a bug to log, not a reason to take the server down.
     const guard = <A extends unknown[]>(handler: (...args: A) => void) =>
       guarded(handler, (error) => this.options.log?.(`error in the sherpa-onnx ${this.label} supervisor: ${(error as Error)?.stack ?? String(error)}`));
-    proc.on('message', guard((message: LifecycleChildMessage<Info> | ChildMessage) => this.onMessage(child, message)));
+    proc.on('message', guard((message: LifecycleChildMessage<P['info']> | P['child']) => this.onMessage(child, message)));
     proc.on('error', guard((error: Error) => {
       child.fatal ??= `the ${this.label} process could not be started: ${error.message}`;
       this.onExit(child, null, null);
@@ -331,7 +346,7 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
   }
 
   /** Asks a process to exit (it does when its IPC channel closes), with a kill as a backstop. */
-  private stop(child: Child<Info>): void {
+  private stop(child: Child<P['info']>): void {
     if (child.exited) return;
     child.stopping = true;
     if (child.proc.connected) child.proc.disconnect();
@@ -341,16 +356,16 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
     timer.unref();
   }
 
-  private loadInto(child: Child<Info>, key: string, name: string, config: Config): Promise<Info | undefined> {
-    return new Promise<Info | undefined>((resolve, reject) => {
+  private loadInto(child: Child<P['info']>, key: string, name: string, config: P['config']): Promise<P['info'] | undefined> {
+    return new Promise<P['info'] | undefined>((resolve, reject) => {
       child.loads.set(key, { name, stderrFrom: child.stderrTotal, resolve, reject });
       this.updateRef(child);
       this.sendTo(child, { t: 'load', key, config });
     });
   }
 
-  private onMessage(child: Child<Info>, message: LifecycleChildMessage<Info> | ChildMessage): void {
-    const lifecycle = message as LifecycleChildMessage<Info>;
+  private onMessage(child: Child<P['info']>, message: LifecycleChildMessage<P['info']> | P['child']): void {
+    const lifecycle = message as LifecycleChildMessage<P['info']>;
     switch (lifecycle.t) {
       case 'ready':
         this.options.log?.(`sherpa-onnx ${lifecycle.version} ready (pid ${child.pid})`);
@@ -370,19 +385,23 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
           const name = pending?.name ?? this.models.get(lifecycle.key)?.name ?? lifecycle.key;
           const error = new ModelLoadError(`Model '${name}' could not be loaded by sherpa-onnx: ${lifecycle.error}${detail ? ` (${detail})` : ''}`);
           if (pending) pending.reject(error);
-          for (const job of [...this.jobs]) if (job.child === child && job.key === lifecycle.key) job.fail(error, true);
+          for (const job of [...this.jobs.values()]) if (job.child === child && job.key === lifecycle.key) job.fail(error, true);
         }
         this.updateRef(child);
         this.stopIfRetired(child);
         return;
       }
-      default:
+      default: {
         // A late message from a stopped probe or a dead process is for no job of ours; a retiring one finishes its jobs.
-        if (child === this.child || child.retiring) this.options.onMessage(message as ChildMessage);
+        if (child !== this.child && !child.retiring) return;
+        const service = message as ServiceMessage<P['child']>;
+        const job = this.jobs.get(this.options.jobOf(service));
+        if (job?.child === child) job.receive(service);
+      }
     }
   }
 
-  private onExit(child: Child<Info>, code: number | null, signal: NodeJS.Signals | null): void {
+  private onExit(child: Child<P['info']>, code: number | null, signal: NodeJS.Signals | null): void {
     if (child.exited) return;
     child.exited = true;
     if (this.child === child) {
@@ -406,17 +425,17 @@ export class SherpaProcess<Config, Info, ParentMessage extends { t: string }, Ch
       pending.reject(error);
     }
     child.loads.clear();
-    for (const job of [...this.jobs]) {
+    for (const job of [...this.jobs.values()]) {
       if (job.child === child) job.fail(this.options.lostJob(how), false);
     }
   }
 
-  private hasJobs(child: Child<Info>): boolean {
-    for (const job of this.jobs) if (job.child === child) return true;
+  private hasJobs(child: Child<P['info']>): boolean {
+    for (const job of this.jobs.values()) if (job.child === child) return true;
     return false;
   }
 
-  private updateRef(child: Child<Info>): void {
+  private updateRef(child: Child<P['info']>): void {
     if (child.exited) return;
     const busy = child.loads.size > 0 || this.hasJobs(child);
     const handles: Array<{ ref(): void; unref(): void } | null | undefined> = [

@@ -4,10 +4,10 @@
  * clone): audio travels as a Float32Array whose bytes are copied once into
  * the message, never as a JSON array of numbers.
  *
- * Every child speaks the lifecycle part (process.ts): `load` / `unload` in,
- * `ready`, `fatal` and `loaded` out. Each service adds its own messages: the
- * streaming recognizer (supervisor.ts, recognizer-child.ts) and the speech
- * synthesizer (tts.ts, synthesizer-child.ts).
+ * Every child speaks the lifecycle part (process.ts, child.ts): `load` /
+ * `unload` in, `ready`, `fatal` and `loaded` out. Each service adds its own
+ * messages: the streaming recognizer (recognizer.ts, recognizer-child.ts) and
+ * the speech synthesizer (synthesizer.ts, synthesizer-child.ts).
  *
  * Models, streams and syntheses are named by the parent: a model key (`m1`,
  * `m2`…) per loaded model, an id (a positive integer) per stream or
@@ -30,6 +30,20 @@ export type LifecycleChildMessage<Info> =
   /** `info`: what the model reports about itself once loaded (the synthesizer's sample rate…). */
   | { t: 'loaded'; key: string; ok: true; info?: Info }
   | { t: 'loaded'; key: string; ok: false; error: string };
+
+/** A service's own messages from its child: all but the lifecycle part, each about one job. */
+export type ServiceMessage<ChildMessage> = Exclude<ChildMessage, { t: LifecycleChildMessage<unknown>['t'] }>;
+
+/** A service's side of the protocol, as the supervisor (supervisor.ts, process.ts) is typed over it. */
+export interface SherpaProtocol {
+  /** What `load` carries. */
+  config: unknown;
+  /** What `loaded` reports. */
+  info: unknown;
+  /** The service's messages to the child, and the child's own. */
+  parent: { t: string };
+  child: { t: string };
+}
 
 // ---- streaming recognition ----
 
@@ -79,6 +93,13 @@ export type RecognizerChildMessage =
   /** A stream failed; the child forgot it. */
   | { t: 'error'; sid: number; error: string };
 
+export interface RecognizerProtocol extends SherpaProtocol {
+  config: SherpaRecognizerConfig;
+  info: never;
+  parent: RecognizerParentMessage;
+  child: RecognizerChildMessage;
+}
+
 // ---- speech synthesis ----
 
 /** sherpa-onnx-node's OfflineTts config (the subset lserve sets): a VITS (Piper) or a Kokoro model. */
@@ -117,3 +138,10 @@ export type SynthesizerChildMessage =
   | { t: 'done'; id: number }
   /** Synthesis `id` failed; the child forgot it. */
   | { t: 'error'; id: number; error: string };
+
+export interface SynthesizerProtocol extends SherpaProtocol {
+  config: SherpaTtsConfig;
+  info: SherpaTtsInfo;
+  parent: SynthesizerParentMessage;
+  child: SynthesizerChildMessage;
+}

@@ -1,272 +1,144 @@
-import { InvalidRequestError, LserveError, OverloadedError, ServerError } from '../../core/errors.js';
-import type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from '../../core/tasks/transcribe/streaming.js';
-import { SherpaProcess, type ChildHandle, type ChildJob } from './process.js';
-import type { RecognizerChildMessage, RecognizerParentMessage, SherpaRecognizerConfig } from './protocol.js';
-import { RECOGNIZER_CHILD_SOURCE } from './recognizer-child.js';
+import type { LserveError } from '../../core/errors.js';
+import { ServerError } from '../../core/errors.js';
+import type { LoadOptions } from '../../core/loader.js';
+import { SherpaProcess, type ChildHandle, type ChildJob, type SherpaService } from './process.js';
+import type { SherpaProtocol } from './protocol.js';
 
 /**
- * The server-side half of streaming speech recognition: one sherpa-onnx child
- * process (recognizer-child.ts) shared by every streaming model and stream,
- * supervised by process.ts (crash detection, restart, lazy reloads, probing a
- * new model while streams are open, refusing a model that killed it).
+ * The one supervisor of sherpa-onnx child processes, whatever they serve:
+ * streaming recognition (recognizer.ts) and speech synthesis
+ * (synthesizer.ts) are services on it, each a kind of job with its child
+ * module (recognizer-child.ts, synthesizer-child.ts) and its messages
+ * (protocol.ts).
  *
- * - Models are loaded into the child by key; streams are multiplexed over its
- *   IPC channel by id. Audio crosses as Float32Array (V8 serialization).
- * - If the child dies (killed, crashed, sherpa's _Exit), every stream it held
- *   gets an `error` event and ends; the next open starts a new child.
- * - At most `maxStreams` streams at once across the server (open() beyond it
- *   throws OverloadedError, 503), and each stream's undecoded audio is
- *   bounded: see RecognizerStream.push.
+ * - Processes by group: a service that needs no more runs one; the speech
+ *   synthesizer runs one per espeak-ng data folder. Each is a SherpaProcess
+ *   (process.ts: crashes, restarts, probes, refusing a model that killed its
+ *   process, replacing a process after so many jobs).
+ * - Its reports go where the service's options say, else to the engine's,
+ *   from the LoadOptions of the loads: its log lines (sherpa's stderr
+ *   included), and each restart of a process as an engine event (the
+ *   server's /metrics).
+ * - A loaded model is a SherpaModel: the jobs opened on it run in its
+ *   group's process, which hands them the child's messages by job id.
  */
 
-export const SAMPLE_RATE = 16_000;
-
 export interface SupervisorOptions {
-  /** Concurrent streams across all streaming models (default 16). */
-  maxStreams?: number;
-  /** Undecoded audio per stream above which push() returns false until 'drain' (default 2 s). */
-  highWaterSeconds?: number;
-  /** Undecoded audio per stream beyond which the stream fails with OverloadedError (default 30 s). */
-  maxBufferedSeconds?: number;
-  /** How long a model config whose load killed the recognizer process is refused without retrying (default 30 s). */
+  /** How long a model config whose load killed its process is refused without retrying (default 30 s). */
   loadRetryDelayMs?: number;
+  /** Where the processes' reports go (default: the engine's log, from the loads). */
   log?: (message: string) => void;
-  /** Called when the recognizer process is started again after it died. */
+  /** Called when a process is started again after it died. */
   onRestart?: (label: string) => void;
-  /** The sherpa-onnx-node module the process loads (default: the installed package). */
+  /** The sherpa-onnx-node module the processes load (default: the installed package). */
   sherpaModule?: string;
 }
 
-export const DEFAULT_MAX_STREAMS = 16;
-const DEFAULTS = { maxStreams: DEFAULT_MAX_STREAMS, highWaterSeconds: 2, maxBufferedSeconds: 30 };
-/** Silence appended at finish() so the encoder sees a whole window past the last real sample. */
-const TAIL_PADDING_SECONDS = 0.8;
+/** What a load passes on from the engine: its log and its events. */
+export type EngineHooks = Pick<LoadOptions, 'log' | 'report'>;
 
-export type { RecognitionResult, RecognizerStream, RecognizerStreamEvents, StreamState } from '../../core/tasks/transcribe/streaming.js';
-
-type RecognizerProcess = SherpaProcess<SherpaRecognizerConfig, never, RecognizerParentMessage, RecognizerChildMessage>;
-
-export class SherpaSupervisor {
-  private readonly options: typeof DEFAULTS;
-  private readonly process: RecognizerProcess;
-  private readonly streams = new Map<number, SherpaStream>();
-  private nextStream = 1;
-
-  constructor(options: SupervisorOptions = {}) {
-    this.options = {
-      maxStreams: options.maxStreams ?? DEFAULTS.maxStreams,
-      highWaterSeconds: options.highWaterSeconds ?? DEFAULTS.highWaterSeconds,
-      maxBufferedSeconds: options.maxBufferedSeconds ?? DEFAULTS.maxBufferedSeconds,
-    };
-    this.process = new SherpaProcess({
-      label: 'speech recognizer',
-      source: RECOGNIZER_CHILD_SOURCE,
-      lostJob: (how) => new ServerError(`The speech recognizer process ${how}; this stream was lost. Open a new stream to continue.`),
-      onMessage: (message) => this.onMessage(message),
-      loadRetryDelayMs: options.loadRetryDelayMs,
-      log: options.log,
-      onRestart: options.onRestart,
-      sherpaModule: options.sherpaModule,
-    });
-  }
-
-  get maxStreams(): number {
-    return this.options.maxStreams;
-  }
-
-  /** The recognizer process's pid, while one runs. */
-  get pid(): number | undefined {
-    return this.process.pid;
-  }
-
-  /** Streams open now (all models). */
-  get activeStreams(): number {
-    return this.streams.size;
-  }
-
-  /** Loads a model into the shared process; resolves to its key. Rejects with ModelLoadError naming `name`. */
-  async load(name: string, config: SherpaRecognizerConfig): Promise<string> {
-    return (await this.process.load(name, config)).key;
-  }
-
-  /** Opens a stream on a loaded model. Throws OverloadedError when maxStreams are open. */
-  open(key: string): RecognizerStream {
-    const unloaded = () => new ServerError('This streaming model was unloaded; load it again.');
-    if (this.streams.size >= this.options.maxStreams) {
-      throw new OverloadedError(`All ${this.options.maxStreams} streaming speech recognition slots are in use; retry when a stream ends.`);
-    }
-    const stream = this.process.open(
-      key,
-      (child) =>
-        new SherpaStream(this.nextStream++, key, child, this, {
-          highWater: this.options.highWaterSeconds * SAMPLE_RATE,
-          cap: this.options.maxBufferedSeconds * SAMPLE_RATE,
-          capSeconds: this.options.maxBufferedSeconds,
-        }),
-      unloaded,
-    );
-    this.streams.set(stream.id, stream);
-    this.send(stream.child, { t: 'open', sid: stream.id, key });
-    return stream;
-  }
-
-  /** Drops a model; its open streams fail. Stops the process when no model is left. */
-  unload(key: string): void {
-    this.process.unload(key, new ServerError('The streaming model was unloaded while this stream was open.'));
-  }
-
-  /** Fails every stream and stops the process (server shutdown). */
-  close(): void {
-    this.process.close(new ServerError('The server is shutting down.'));
-  }
-
-  // ---- used by SherpaStream ----
-
-  /** @internal */
-  send(child: ChildHandle, message: RecognizerParentMessage): void {
-    this.process.send(child, message);
-  }
-
-  /** @internal A stream's listener threw: a caller's bug, reported, never allowed to take the server down. */
-  listenerFailed(error: unknown): void {
-    process.emitWarning(`a streaming speech recognition listener threw: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  }
-
-  /** @internal */
-  forget(stream: SherpaStream): void {
-    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
-    this.process.forget(stream);
-  }
-
-  private onMessage(message: RecognizerChildMessage): void {
-    switch (message.t) {
-      case 'result':
-        this.streams.get(message.sid)?.deliver({ text: message.text, isFinal: message.isFinal, segment: message.segment });
-        return;
-      case 'progress':
-        this.streams.get(message.sid)?.progress(message.consumed);
-        return;
-      case 'end':
-        this.streams.get(message.sid)?.end();
-        return;
-      case 'error':
-        this.streams.get(message.sid)?.fail(new ServerError(`Speech recognition failed: ${message.error}`), false);
-        return;
-    }
-  }
+/** Memory a sherpa-onnx model holds: its weights as ONNX Runtime holds them, plus its process itself (~50 MB). */
+export function estimateSherpaMemory(sizeBytes: number): number {
+  return Math.round(sizeBytes * 1.5) + 50 * 1024 * 1024;
 }
 
-interface Limits {
-  highWater: number;
-  cap: number;
-  capSeconds: number;
-}
-
-class SherpaStream implements RecognizerStream, ChildJob {
-  private current: StreamState = 'open';
-  private sent = 0;
-  private consumed = 0;
-  private waitingForDrain = false;
-  private listenerFailed = false;
-  private readonly listeners: { [E in keyof RecognizerStreamEvents]: Set<RecognizerStreamEvents[E]> } = {
-    result: new Set(),
-    error: new Set(),
-    end: new Set(),
-    drain: new Set(),
-  };
+export class SherpaSupervisor<P extends SherpaProtocol> {
+  private readonly processes = new Map<string, SherpaProcess<P>>();
+  private engineLog: EngineHooks['log'];
+  private engineReport: EngineHooks['report'];
+  private closed = false;
 
   constructor(
-    readonly id: number,
-    readonly key: string,
-    readonly child: ChildHandle,
-    private readonly supervisor: SherpaSupervisor,
-    private readonly limits: Limits,
+    private readonly service: SherpaService<P['child']>,
+    private readonly options: SupervisorOptions = {},
   ) {}
 
-  get state(): StreamState {
-    return this.current;
+  /** Pids of the running processes. */
+  get pids(): number[] {
+    return [...this.processes.values()].map((p) => p.pid).filter((pid): pid is number => pid !== undefined);
   }
 
-  push(samples: Float32Array): boolean {
-    if (this.current === 'finishing') throw new InvalidRequestError('Audio was pushed after finish().');
-    if (this.current !== 'open') return false;
-    if (samples.length === 0) return !this.waitingForDrain;
-    const pending = this.sent - this.consumed + samples.length;
-    if (pending > this.limits.cap) {
-      this.fail(
-        new OverloadedError(
-          `Audio is arriving faster than it can be recognized: more than ${this.limits.capSeconds} s wait to be decoded. Send audio in real time, or wait for 'drain' when push() returns false.`,
-        ),
-      );
-      return false;
+  /** Jobs running now (all models, all processes). */
+  get activeJobs(): number {
+    let jobs = 0;
+    for (const host of this.processes.values()) jobs += host.activeJobs;
+    return jobs;
+  }
+
+  /** Loads a model into the process of `group`. Rejects with ModelLoadError naming `name`. */
+  async load(name: string, config: P['config'], engine: EngineHooks = {}, group = ''): Promise<SherpaModel<P>> {
+    if (this.closed) throw new ServerError(`The ${this.service.label} is shut down.`);
+    if (engine.log) this.engineLog = engine.log;
+    if (engine.report) this.engineReport = engine.report;
+    const host = this.processFor(group);
+    const { key, info } = await host.load(name, config);
+    return new SherpaModel(host, key, info);
+  }
+
+  /** Fails every job with `error` and stops every process (server shutdown). */
+  close(error: LserveError): void {
+    this.closed = true;
+    for (const host of this.processes.values()) host.close(error);
+    this.processes.clear();
+  }
+
+  private processFor(group: string): SherpaProcess<P> {
+    let host = this.processes.get(group);
+    if (!host) {
+      host = new SherpaProcess(this.service, {
+        loadRetryDelayMs: this.options.loadRetryDelayMs,
+        sherpaModule: this.options.sherpaModule,
+        // `ps` shows what a process of a group serves (a voice's espeak-ng data folder).
+        args: group ? [group] : [],
+        log: (message) => (this.options.log ?? this.engineLog)?.(message),
+        onRestart: (label) => {
+          this.options.onRestart?.(label);
+          this.engineReport?.({ type: 'restart', process: `sherpa-onnx ${label}` });
+        },
+      });
+      this.processes.set(group, host);
     }
-    this.supervisor.send(this.child, { t: 'audio', sid: this.id, samples, sampleRate: SAMPLE_RATE });
-    this.sent += samples.length;
-    if (pending > this.limits.highWater) this.waitingForDrain = true;
-    return !this.waitingForDrain;
+    return host;
+  }
+}
+
+/** A model loaded into a supervised process, and the jobs on it. */
+export class SherpaModel<P extends SherpaProtocol> {
+  constructor(
+    private readonly host: SherpaProcess<P>,
+    /** The model's key in its process. */
+    readonly key: string,
+    /** What the child reported when it loaded the model. */
+    readonly info: P['info'] | undefined,
+  ) {}
+
+  /** Its process's pid, while one runs. */
+  get pid(): number | undefined {
+    return this.host.pid;
   }
 
-  finish(): void {
-    if (this.current !== 'open') return;
-    this.current = 'finishing';
-    this.supervisor.send(this.child, { t: 'finish', sid: this.id, tailPaddingSeconds: TAIL_PADDING_SECONDS });
+  /**
+   * Starts a job on the model (in a new process if its process died: the
+   * model is loaded into it first). `create` builds the job with its id, in
+   * its process; the caller sends the job's first message. Throws
+   * `unloaded()` once the model is gone.
+   */
+  open<J extends ChildJob<P['child']>>(create: (id: number, child: ChildHandle) => J, unloaded: () => LserveError): J {
+    return this.host.open(this.key, create, unloaded);
   }
 
-  close(): void {
-    if (this.current !== 'open' && this.current !== 'finishing') return;
-    this.current = 'closed';
-    this.supervisor.send(this.child, { t: 'close', sid: this.id });
-    this.supervisor.forget(this);
+  /** Sends a service message to the process a job runs in (dropped if that process is gone). */
+  send(job: ChildJob<P['child']>, message: P['parent']): void {
+    this.host.send(job.child, message);
   }
 
-  on<E extends keyof RecognizerStreamEvents>(event: E, listener: RecognizerStreamEvents[E]): () => void {
-    const set = this.listeners[event] as Set<RecognizerStreamEvents[E]>;
-    set.add(listener);
-    return () => set.delete(listener);
+  /** A job is over (ended, failed or abandoned). */
+  forget(job: ChildJob<P['child']>): void {
+    this.host.forget(job);
   }
 
-  /** Calls each listener; one that throws is reported (once per stream) and the others still run. */
-  private emit<E extends keyof RecognizerStreamEvents>(event: E, call: (listener: RecognizerStreamEvents[E]) => void): void {
-    for (const listener of [...(this.listeners[event] as Set<RecognizerStreamEvents[E]>)]) {
-      try {
-        call(listener);
-      } catch (error) {
-        // Reported once per stream: a listener that throws on every result must not flood the log.
-        if (!this.listenerFailed) this.supervisor.listenerFailed(error);
-        this.listenerFailed = true;
-      }
-    }
-  }
-
-  /** @internal */
-  deliver(result: RecognitionResult): void {
-    if (this.current !== 'open' && this.current !== 'finishing') return;
-    this.emit('result', (listener) => listener(result));
-  }
-
-  /** @internal */
-  progress(consumed: number): void {
-    this.consumed = consumed;
-    if (this.waitingForDrain && this.sent - this.consumed <= this.limits.highWater / 2) {
-      this.waitingForDrain = false;
-      if (this.current === 'open') this.emit('drain', (listener) => listener());
-    }
-  }
-
-  /** @internal */
-  end(): void {
-    if (this.current !== 'finishing') return;
-    this.current = 'ended';
-    this.supervisor.forget(this);
-    this.emit('end', (listener) => listener());
-  }
-
-  /** @internal Fails the stream; `tellChild` false when the child already forgot it (or is gone). */
-  fail(error: LserveError, tellChild = true): void {
-    if (this.current !== 'open' && this.current !== 'finishing') return;
-    this.current = 'failed';
-    if (tellChild) this.supervisor.send(this.child, { t: 'close', sid: this.id });
-    this.supervisor.forget(this);
-    this.emit('error', (listener) => listener(error));
+  /** Drops the model; its jobs fail with `error`. Its process stops when no model is left in it. */
+  unload(error: LserveError): void {
+    this.host.unload(this.key, error);
   }
 }

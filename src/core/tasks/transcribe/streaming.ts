@@ -4,7 +4,7 @@ import type { LoadedModel } from '../../loader.js';
 /**
  * The contract between live transcription (GET /v1/audio/transcriptions/stream,
  * `lserve transcribe --stream`) and a streaming recognizer (kind `asr-stream`;
- * families/sherpa-streaming implements it over runtimes/sherpa/supervisor.ts).
+ * families/sherpa-streaming implements it over runtimes/sherpa/recognizer.ts).
  */
 
 export interface RecognitionResult {

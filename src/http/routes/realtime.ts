@@ -6,8 +6,8 @@ import { RealtimeSession } from '../../api/realtime/session.js';
 import type { Dialect } from '../../api/realtime/types.js';
 import { InvalidRequestError, OverloadedError, isLserveError, type LserveError } from '../../core/errors.js';
 import { guarded } from '../../core/guard.js';
+import { referenceAudio } from '../reference-audio.js';
 import type { WebSocketRoute } from '../websocket.js';
-import { referenceAudio } from './speech.js';
 
 /**
  * GET /v1/realtime?model=<chat model>: OpenAI's Realtime API over one

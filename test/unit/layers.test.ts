@@ -156,7 +156,7 @@ function findCycles(edges: readonly Edge[]): string[] {
 function layerOf(file: string): string {
   // The runner's entry is the composition root of a runner process.
   if (file === 'src/compose.ts' || file === 'src/runner.ts') return 'compose';
-  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|audio|image|ui)\//.exec(file);
+  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|realtime|audio|image|ui)\//.exec(file);
   return m ? m[1] : 'unknown';
 }
 
@@ -209,6 +209,12 @@ const RULES: Rule[] = [
     applies: (from) => from === 'http',
     forbids: (to) => isFamily(to) || isRuntime(to) || to === 'compose',
     why: 'http/ imports no family, runtime or composition root',
+  },
+  {
+    // A realtime session orchestrates tasks over the protocol of api/realtime; the WebSocket route carries it.
+    applies: (from) => from === 'realtime',
+    forbids: (to) => isFamily(to) || isRuntime(to) || ['compose', 'cli', 'http'].includes(to),
+    why: 'realtime/ imports no family, runtime, composition root, cli/ or http/',
   },
   {
     // Wire types and request schemas: below the adapters, beside the tasks.

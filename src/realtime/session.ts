@@ -1,22 +1,22 @@
-import { decodeAudio } from '../../audio/decode.js';
-import type { Engine } from '../../core/engine.js';
-import { asLserveError, InvalidRequestError, ServerError } from '../../core/errors.js';
-import { prefillChat } from '../../core/tasks/chat.js';
-import { MAX_REFERENCE_SECONDS } from '../../core/tasks/speak.js';
-import type { VoiceActivityStream } from '../../core/voice-activity.js';
-import { InputAudioDecoder, INPUT_RATE } from './audio-format.js';
-import { parseClientEvent, type ClientEvent, type ResponseParams } from './client-events.js';
+import { InputAudioDecoder, INPUT_RATE } from '../api/realtime/audio-format.js';
+import { parseClientEvent, type ClientEvent, type ResponseParams } from '../api/realtime/client-events.js';
+import { RealtimeEventError } from '../api/realtime/errors.js';
+import { newEventId, newId } from '../api/realtime/ids.js';
+import type { UserMessageItem } from '../api/realtime/items.js';
+import { errorEvent, itemObject, serverEventName } from '../api/realtime/server-events.js';
+import { mergeSessionPatch, sessionObject } from '../api/realtime/session-config.js';
+import type { Dialect, SessionConfig } from '../api/realtime/types.js';
+import { decodeAudio } from '../audio/decode.js';
+import type { Engine } from '../core/engine.js';
+import { asLserveError, InvalidRequestError, ServerError } from '../core/errors.js';
+import { prefillChat } from '../core/tasks/chat.js';
+import { MAX_REFERENCE_SECONDS } from '../core/tasks/speak.js';
+import type { VoiceActivityStream } from '../core/voice-activity.js';
 import { Conversation, type Item } from './conversation.js';
-import { RealtimeEventError } from './errors.js';
-import { newEventId, newId } from './ids.js';
 import { InputAudio } from './input-audio.js';
-import type { UserMessageItem } from './items.js';
-import { TurnTranscriber } from './turn-transcription.js';
 import { replyRequest, ResponseRun, truncateHeard } from './response-run.js';
 import { SpeculativeTurn } from './speculative-turn.js';
-import { errorEvent, itemObject, serverEventName } from './server-events.js';
-import { mergeSessionPatch, sessionObject } from './session-config.js';
-import type { Dialect, SessionConfig } from './types.js';
+import { TurnTranscriber } from './turn-transcription.js';
 
 /**
  * One realtime session (GET /v1/realtime): the client's events in, the

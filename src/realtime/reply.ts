@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { Engine } from '../engine.js';
-import { chat, holdChat, type ChatRequest, type ChatToolCall, type ChatUsage, type FinishReason } from '../tasks/chat.js';
-import { prepareSpeech } from '../tasks/speak.js';
-import { SentenceStream } from '../tasks/speak/sentences.js';
+import type { Engine } from '../core/engine.js';
+import { chat, holdChat, type ChatRequest, type ChatToolCall, type ChatUsage, type FinishReason } from '../core/tasks/chat.js';
+import { prepareSpeech } from '../core/tasks/speak.js';
+import { SentenceStream } from '../core/tasks/speak/sentences.js';
 
 /**
  * One spoken reply of a realtime session: the chat model's answer streams

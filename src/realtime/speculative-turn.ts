@@ -1,11 +1,11 @@
-import type { Engine } from '../../core/engine.js';
-import type { LserveError } from '../../core/errors.js';
+import type { UserMessageItem } from '../api/realtime/items.js';
+import { itemObject } from '../api/realtime/server-events.js';
+import type { Dialect, SessionConfig } from '../api/realtime/types.js';
+import type { Engine } from '../core/engine.js';
+import type { LserveError } from '../core/errors.js';
 import type { Conversation } from './conversation.js';
-import type { UserMessageItem } from './items.js';
 import { ResponseRun } from './response-run.js';
-import { itemObject } from './server-events.js';
 import { TurnTranscriber } from './turn-transcription.js';
-import type { Dialect, SessionConfig } from './types.js';
 
 /**
  * A user turn worked on before it ends, as voice agents do to answer

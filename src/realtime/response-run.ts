@@ -8,7 +8,8 @@ import type { Engine } from '../core/engine.js';
 import { asLserveError, type LserveError } from '../core/errors.js';
 import type { ChatRequest, ChatToolCall } from '../core/tasks/chat.js';
 import { chatMessages, type Conversation, type Item } from './conversation.js';
-import { heardText, runReply, type SpokenSentence } from './reply.js';
+import { heardText, type SpokenSentence } from './heard-text.js';
+import { runReply } from './reply.js';
 
 /**
  * One response of a realtime session, from response.created to

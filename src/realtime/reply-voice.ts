@@ -7,11 +7,11 @@ import type { SpokenSentence } from './heard-text.js';
  * yields them, spoken one after another by one voice. The voice is prepared
  * at the first sentence and held until the reply ends (or is cancelled, or
  * fails): its model resolved and leased once, a cloned voice's reference
- * decoded once — and, being the same object for every sentence, derived
- * once by a runtime that caches what it derives from it — where preparing
- * it per sentence paid all of that again before each sentence's audio.
- * Prepared lazily, so that a reply with no text (only function calls) never
- * loads a speech model.
+ * decoded once and handed to the runtime as the same object for every
+ * sentence (which a runtime may cache what it derives from), where
+ * preparing it per sentence paid all of that again before each sentence's
+ * audio. Prepared lazily, so that a reply with no text (only function
+ * calls) never loads a speech model.
  */
 
 export interface SpeechSettings {

@@ -20,8 +20,8 @@ import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/s
  * `prepareVoice` is the same preparation without the text, for a speaker of
  * many texts whose words arrive over time (a realtime reply, sentence by
  * sentence): the model resolved and leased once, a cloned voice's reference
- * decoded once (and, being one object, derived once by a runtime that caches
- * it), until its release.
+ * decoded once (one object for every text, which a runtime may cache what it
+ * derives from), until its release.
  */
 
 export type { SpeechModelInfo } from './speak/synthesizer.js';

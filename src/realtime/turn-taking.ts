@@ -10,7 +10,7 @@ import type { Conversation } from './conversation.js';
 import { InputAudio } from './input-audio.js';
 import { replyRequest, type ResponseRun } from './response-run.js';
 import type { SessionHost } from './session-host.js';
-import { SpeculativeTurn } from './speculative-turn.js';
+import { SpeculativeTurns, type SpeculativeTurn } from './speculative-turn.js';
 import { TurnTranscriber } from './turn-transcription.js';
 
 /**
@@ -66,9 +66,7 @@ export class TurnTaking {
   /** How many turns `turns` is still transcribing. */
   private transcribing = 0;
   /** The turn in progress, worked on since its speech paused. */
-  private speculation: SpeculativeTurn | undefined;
-  /** Discarded speculative turns whose work is still stopping. */
-  private stopping: Promise<void> = Promise.resolve();
+  private readonly speculation: SpeculativeTurns;
   /** The chat model's warm-up for the turn being spoken (prefillAnswer). */
   private prefilled: Promise<void> = Promise.resolve();
   /** A committed turn waits for the response in progress to end. */
@@ -80,6 +78,7 @@ export class TurnTaking {
 
   constructor(private readonly session: TurnSession) {
     this.transcriber = new TurnTranscriber(session.host.engine, (type, fields) => session.emit(type, fields), session.log, session.signal);
+    this.speculation = new SpeculativeTurns((event) => session.host.speculation?.(event));
   }
 
   /** Readies the input for the current turn detection and the transcription model. */
@@ -106,7 +105,7 @@ export class TurnTaking {
   /** Settles when every turn is transcribed and the work beside them has stopped. */
   async settled(): Promise<void> {
     await this.turns;
-    await Promise.all([this.stopping, this.prefilled]);
+    await Promise.all([this.speculation.settled(), this.prefilled]);
   }
 
   /** Nothing a committed turn would wait for: no response, no turn before it still to be transcribed or answered. */
@@ -161,9 +160,7 @@ export class TurnTaking {
   }
 
   discardSpeculation(reason: string): void {
-    const turn = this.speculation;
-    this.speculation = undefined;
-    if (turn) this.discard(turn, reason);
+    this.speculation.discard(reason);
   }
 
   /** The input buffer for the current turn detection, with a VAD stream when it detects turns. */
@@ -233,7 +230,7 @@ export class TurnTaking {
     this.pendingTurn = undefined;
     this.speechEndedAt = this.requireInput().arrivalOf(endMs);
     this.session.emit('input_audio_buffer.speech_stopped', { audio_end_ms: endMs, item_id: id });
-    const speculation = this.takeSpeculation(id, endMs, clip);
+    const speculation = this.speculation.take(id, endMs, clip, this.session.config(), this.session.conversation(), this.idle());
     if (speculation) this.adopt(speculation);
     else this.commitTurn(clip, id, this.session.config().input.turnDetection?.createResponse ?? false);
   }
@@ -243,14 +240,14 @@ export class TurnTaking {
    * turn would wait for, the turn is worked on as if it ended here, held.
    */
   private speechPaused(endMs: number, clip: Float32Array): void {
-    this.discardSpeculation('the speech paused again');
+    this.speculation.discard('the speech paused again');
     const { host } = this.session;
     const config = this.session.config();
     const id = this.pendingTurn;
     const answers = config.type === 'realtime' && config.input.turnDetection?.createResponse;
     // A streaming recogniser's transcript is only final once the turn has ended.
     if (host.speculate === false || !id || !answers || this.transcriber.streaming || !this.idle()) return;
-    this.speculation = new SpeculativeTurn(
+    this.speculation.start(
       {
         engine: host.engine,
         dialect: host.dialect,
@@ -267,25 +264,6 @@ export class TurnTaking {
       config,
       this.session.conversation(),
     );
-    host.speculation?.({ type: 'started', itemId: id });
-  }
-
-  /** The speculative turn, when it is the turn that just ended (`id`, its end and audio) and nothing it was based on changed; else it is discarded. */
-  private takeSpeculation(id: string, endMs: number, clip: Float32Array): SpeculativeTurn | undefined {
-    const turn = this.speculation;
-    if (!turn) return undefined;
-    this.speculation = undefined;
-    const same = turn.matches(id, endMs, clip, this.session.config(), this.session.conversation());
-    if (same && this.idle()) return turn;
-    this.discard(turn, same ? 'the session became busy' : 'the turn ended elsewhere');
-    return undefined;
-  }
-
-  private discard(turn: SpeculativeTurn, reason: string): void {
-    turn.discard();
-    const stopped = turn.settled();
-    this.stopping = Promise.all([this.stopping, stopped]).then(() => {});
-    this.session.host.speculation?.({ type: 'discarded', itemId: turn.item.id, reason });
   }
 
   /** The turn ended where it paused: it commits with the speculative turn's work, whose held events go out now. */

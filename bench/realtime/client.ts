@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { decodeAudio } from '../../src/audio/decode.js';
 import { floatToInt16 } from '../../src/audio/encode/pcm16.js';
-import { SPOKEN_PIECES } from '../../src/core/realtime/reply.js';
+import { SPOKEN_PIECES } from '../../src/realtime/reply.js';
 import { SentenceStream } from '../../src/core/tasks/speak/sentences.js';
 
 /**
@@ -219,7 +219,7 @@ export async function runTurns(options: ClientOptions): Promise<TurnTiming[]> {
       const deltas = ofResponse.filter((e) => e.event.type === 'response.output_audio_transcript.delta');
       const firstAudio = ofResponse.find((e) => e.event.type === 'response.output_audio.delta');
       if (!deltas.length || !firstAudio) throw new Error(`turn ${turn}: no text or no audio in the answer (${ofResponse.map((e) => e.event.type).join(', ')})`);
-      // The server cuts the first piece for speech with this same stream (core/realtime/reply.ts): fed the same deltas, it cuts here.
+      // The server cuts the first piece for speech with this same stream (src/realtime/reply.ts): fed the same deltas, it cuts here.
       const sentences = new SentenceStream(SPOKEN_PIECES);
       let first: { at: number; piece: string; cut: TurnTiming['firstCut'] } | undefined;
       for (const d of deltas) {

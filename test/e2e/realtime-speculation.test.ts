@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultSessionConfig } from '../../src/api/realtime/session-config.js';
-import { RealtimeSession, type SpeculationEvent } from '../../src/api/realtime/session.js';
+import { RealtimeSession } from '../../src/realtime/session.js';
+import type { SpeculationEvent } from '../../src/realtime/session-host.js';
 import type { Engine } from '../../src/core/engine.js';
 import { CHAT_MODEL_ID } from '../helpers/chat-model.js';
 import { busyModels, EventLog, pcm24k, silence, SPEECH_WAV, startVoiceServer, streamAudioLive, type WireEvent } from '../helpers/realtime.js';

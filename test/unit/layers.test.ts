@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
  * The import rules of docs/architecture.md, checked over every module under
  * src/. Arrows point from importer to imported:
  *
- *   cli, http → api, core/tasks → core          (adapters call tasks)
+ *   cli, http → realtime → api, core/tasks → core   (adapters call tasks; a realtime session orchestrates them)
  *   compose   → families → core/tasks' interfaces, runtimes, audio, image, core
  *   runtimes  → core                             (nothing points back up)
  *
@@ -17,9 +17,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
  * `typeof import()`. Package imports are ignored; relative specifiers written
  * with `.js` are resolved to the `.ts`/`.tsx` source.
  *
- * The checkers (`findCycles`, `layerViolations`) are pure functions over an
- * edge list, so the second `describe` feeds them a hand-made broken graph to
- * show that they really report what they are meant to.
+ * The checkers (`findCycles`, `layerViolations`, `misplacedRealtime`) are
+ * pure functions over an edge list (or the file list), so the second
+ * `describe` feeds them a hand-made broken graph to show that they really
+ * report what they are meant to.
  */
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -29,6 +30,8 @@ interface Edge {
   from: string;
   to: string;
   line: number;
+  /** `import type`, `export type … from` or `typeof import()`: it ties types only (gone from the emitted JavaScript). */
+  typeOnly?: boolean;
 }
 
 // ─── Reading the imports ────────────────────────────────────────────────────
@@ -40,11 +43,35 @@ interface Edge {
  * `export … from`, `import()`, `typeof import()` — and skips comments and
  * strings; it is several times faster than building a full syntax tree.
  */
-function importsOf(text: string): { spec: string; line: number }[] {
+function importsOf(text: string): { spec: string; line: number; typeOnly: boolean }[] {
   return ts
     .preProcessFile(text, true, false)
     .importedFiles.filter((f) => f.fileName.startsWith('.'))
-    .map((f) => ({ spec: f.fileName, line: text.slice(0, f.pos).split('\n').length }));
+    .map((f) => ({ spec: f.fileName, line: text.slice(0, f.pos).split('\n').length, typeOnly: typeOnlyAt(text, f.pos) }));
+}
+
+/**
+ * Whether the import whose specifier starts at `pos` is type-only, read from
+ * the keyword before it: `import type …`, `export type … from`, or `typeof
+ * import(…)`. Anything else counts as a value import (`import { type A }`
+ * too: under NodeNext it still loads the module), which can only make a rule
+ * about type-only imports stricter, never let a value import through.
+ */
+function typeOnlyAt(text: string, pos: number): boolean {
+  const before = text.slice(0, pos);
+  const keyword = Math.max(lastWord(before, 'import'), lastWord(before, 'export'));
+  if (keyword < 0) return false;
+  if (/\btypeof\s*$/.test(before.slice(0, keyword))) return true;
+  // `import type from './x.js'` imports a default export named `type`.
+  return /^(import|export)\s+type\s+(?!from\b)/.test(before.slice(keyword));
+}
+
+/** Where `word` last occurs in `text` as a whole word, or -1. */
+function lastWord(text: string, word: string): number {
+  for (let at = text.lastIndexOf(word); at >= 0; at = text.lastIndexOf(word, at - 1)) {
+    if (!/[\w$]/.test(text[at - 1] ?? '') && !/[\w$]/.test(text[at + word.length] ?? '')) return at;
+  }
+  return -1;
 }
 
 /** The .ts/.tsx/.mts files under `dir`, repo-relative with `/` separators, sorted. */
@@ -65,12 +92,12 @@ function srcGraph(): { files: string[]; edges: Edge[]; unresolved: string[] } {
   const edges: Edge[] = [];
   const unresolved: string[] = [];
   for (const from of files) {
-    for (const { spec, line } of importsOf(readFileSync(path.join(ROOT, from), 'utf8'))) {
+    for (const { spec, line, typeOnly } of importsOf(readFileSync(path.join(ROOT, from), 'utf8'))) {
       const base = path.posix.join(path.posix.dirname(from), spec);
       // NodeNext: `./x.js` is written for the source `./x.ts` (or `.tsx`).
       const candidates = [base.replace(/\.js$/, '.ts'), base.replace(/\.js$/, '.tsx'), base.replace(/\.mjs$/, '.mts'), base.replace(/\.jsx$/, '.tsx'), base];
       const to = candidates.find((c) => known.has(c));
-      if (to) edges.push({ from, to, line });
+      if (to) edges.push({ from, to, line, typeOnly });
       // A file outside src/ (none today) is no layer's concern; a missing one means a misread import.
       else if (!candidates.some((c) => existsSync(path.join(ROOT, c)))) unresolved.push(`${from}:${line} → ${spec}`);
     }
@@ -156,7 +183,7 @@ function findCycles(edges: readonly Edge[]): string[] {
 function layerOf(file: string): string {
   // The runner's entry is the composition root of a runner process.
   if (file === 'src/compose.ts' || file === 'src/runner.ts') return 'compose';
-  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|audio|image|ui)\//.exec(file);
+  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|realtime|audio|image|ui)\//.exec(file);
   return m ? m[1] : 'unknown';
 }
 
@@ -164,6 +191,9 @@ const isFamily = (layer: string) => layer.startsWith('families/');
 /** A family's one entry: its loaders and preparers (core/loader.ts Family). */
 const FAMILY_ENTRY = /^src\/families\/[^/]+\/index\.ts$/;
 const isRuntime = (layer: string) => layer.startsWith('runtimes/');
+const isRoute = (file: string) => file.startsWith('src/http/routes/');
+/** The Realtime API's protocol: its events, wire shapes, ids, errors' wire form, session objects. */
+const isRealtimeProtocol = (file: string) => file.startsWith('src/api/realtime/');
 
 /**
  * The core modules shared processing may use. docs/architecture.md allows
@@ -176,8 +206,8 @@ const SHARED_CORE = new Set(['src/core/errors.ts', 'src/core/units.ts']);
 interface Rule {
   /** Which importers the rule is about. */
   applies: (fromLayer: string, fromFile: string) => boolean;
-  /** Whether importing `toFile` (in `toLayer`) breaks it. */
-  forbids: (toLayer: string, toFile: string, fromLayer: string) => boolean;
+  /** Whether importing `toFile` (in `toLayer`) breaks it; `typeOnly`: the import ties types only. */
+  forbids: (toLayer: string, toFile: string, fromLayer: string, typeOnly: boolean) => boolean;
   why: string;
 }
 
@@ -219,10 +249,45 @@ const RULES: Rule[] = [
     why: 'http/ imports no family, runtime or composition root',
   },
   {
+    // Tasks are built on core; core never reaches up into them (a module of core that runs tasks is a task, or realtime/).
+    applies: (from) => from === 'core',
+    forbids: (to) => to === 'core/tasks',
+    why: 'core imports nothing from core/tasks',
+  },
+  {
+    // A realtime session orchestrates tasks (chat, transcribe, speak, VAD) over the protocol of api/realtime: above both, below the adapters.
+    applies: (from) => from === 'realtime',
+    forbids: (to) => isFamily(to) || isRuntime(to) || ['compose', 'cli', 'http'].includes(to),
+    why: 'realtime/ imports no family, runtime, composition root, cli/ or http/',
+  },
+  {
+    applies: (from) => !['realtime', 'cli', 'http'].includes(from),
+    forbids: (to) => to === 'realtime',
+    why: 'only the adapters (cli/, http/) import realtime/',
+  },
+  {
+    // The protocol is wire shapes: what runs a session (the engine, tasks at work) is realtime/'s. Tools and usage are the chat task's types.
+    applies: (_from, file) => isRealtimeProtocol(file),
+    forbids: (to, file, _from, typeOnly) => (to === 'core' && file !== 'src/core/errors.ts') || (to === 'core/tasks' && !typeOnly),
+    why: 'api/realtime/ imports from core only errors.ts, and from core/tasks only types',
+  },
+  {
+    // Whoever speaks the protocol runs a session: that is realtime/, and the route that carries its events.
+    applies: (from, file) => from !== 'realtime' && !isRealtimeProtocol(file) && file !== 'src/http/routes/realtime.ts',
+    forbids: (_to, file) => isRealtimeProtocol(file),
+    why: 'api/realtime/ is imported only by realtime/ and http/routes/realtime.ts',
+  },
+  {
     // Wire types and request schemas: below the adapters, beside the tasks.
     applies: (from) => from === 'api',
     forbids: (to) => isFamily(to) || isRuntime(to) || ['compose', 'cli', 'http'].includes(to),
     why: 'api/ imports no family, runtime, composition root, cli/ or http/',
+  },
+  {
+    // One route group is one adapter: what two of them share sits beside them in http/ (or in api/, or a task).
+    applies: (_from, file) => isRoute(file) && file !== 'src/http/routes/index.ts',
+    forbids: (_to, file) => isRoute(file),
+    why: 'a route imports no other route (routes/index.ts, their table, imports them all)',
   },
   {
     // Shared codecs and signal / image processing: usable by every family and adapter.
@@ -262,12 +327,20 @@ function layerViolations(edges: readonly Edge[]): string[] {
     const from = layerOf(e.from);
     const to = layerOf(e.to);
     for (const rule of RULES) {
-      if (rule.applies(from, e.from) && rule.forbids(to, e.to, from)) {
+      if (rule.applies(from, e.from) && rule.forbids(to, e.to, from, e.typeOnly ?? false)) {
         broken.push(`${e.from}:${e.line} → ${e.to}  (${rule.why})`);
       }
     }
   }
   return broken;
+}
+
+/** Where realtime lives: its home, its protocol, the route that carries it. */
+const REALTIME_PLACES = ['src/realtime/', 'src/api/realtime/', 'src/http/routes/realtime.ts'];
+
+/** Files named for realtime (a `realtime` folder or file name) outside its places: realtime has one home. */
+function misplacedRealtime(files: readonly string[]): string[] {
+  return files.filter((f) => /(^|\/)realtime([/.-]|$)/.test(f.replace(/^src\//, '')) && !REALTIME_PLACES.some((place) => f.startsWith(place)));
 }
 
 // ─── Tests ──────────────────────────────────────────────────────────────────
@@ -303,10 +376,14 @@ describe('src/ import graph', () => {
     const entered = new Set(graph.edges.filter((e) => e.from === 'src/compose.ts' && FAMILY_ENTRY.test(e.to)).map((e) => layerOf(e.to)));
     expect(families.filter((family) => !entered.has(family))).toEqual([]);
   });
+
+  it('keeps realtime in its one home (src/realtime/, its protocol in src/api/realtime/, its route)', () => {
+    expect(misplacedRealtime(graph.files)).toEqual([]);
+  });
 });
 
 describe('the checkers themselves', () => {
-  it('find relative imports of every syntax, with their lines', () => {
+  it('find relative imports of every syntax, with their lines, and which tie types only', () => {
     const text = [
       "import { a } from './a.js';",
       "import type { B } from './b.js';",
@@ -321,15 +398,27 @@ describe('the checkers themselves', () => {
       "  return import(",
       "    './g.js');",
       '}',
+      'import type {',
+      '  H,',
+      '  Important,',
+      "} from './h.js';",
+      "export type { I } from './i.js';",
+      "import { type J } from './j.js';",
+      "import type from './k.js';",
     ].join('\n');
     expect(importsOf(text)).toEqual([
-      { spec: './a.js', line: 1 },
-      { spec: './b.js', line: 2 },
-      { spec: './c.js', line: 3 },
-      { spec: './d.js', line: 6 },
-      { spec: './e.js', line: 7 },
-      { spec: '../f.js', line: 9 },
-      { spec: './g.js', line: 12 },
+      { spec: './a.js', line: 1, typeOnly: false },
+      { spec: './b.js', line: 2, typeOnly: true },
+      { spec: './c.js', line: 3, typeOnly: false },
+      { spec: './d.js', line: 6, typeOnly: false },
+      { spec: './e.js', line: 7, typeOnly: true },
+      { spec: '../f.js', line: 9, typeOnly: false },
+      { spec: './g.js', line: 12, typeOnly: false },
+      { spec: './h.js', line: 17, typeOnly: true },
+      { spec: './i.js', line: 18, typeOnly: true },
+      // Still loads the module under NodeNext; and a default export named `type`.
+      { spec: './j.js', line: 19, typeOnly: false },
+      { spec: './k.js', line: 20, typeOnly: false },
     ]);
   });
 
@@ -357,6 +446,41 @@ describe('the checkers themselves', () => {
       'src/image/decode.ts:4 → src/core/catalog.ts  (audio/ and image/ import only themselves and core/errors.ts, core/units.ts)',
       'src/audio/containers/flac.ts:1 → src/audio/encode/crc.ts  (audio/containers/ and audio/decoders/ import nothing from audio/encode/)',
       'src/compose.ts:9 → src/families/whisper/model.ts  (the composition root imports a family only through its index.ts)',
+    ]);
+  });
+
+  it('report realtime outside its home, a route importing a route, and core importing its tasks', () => {
+    // The layout before realtime had one home: orchestration in api/realtime/ and core/realtime/, a route reading another's helper.
+    const edges: Edge[] = [
+      { from: 'src/core/realtime/reply.ts', to: 'src/core/tasks/chat.ts', line: 3 },
+      { from: 'src/api/realtime/session.ts', to: 'src/core/tasks/chat.ts', line: 4 },
+      { from: 'src/api/realtime/session.ts', to: 'src/core/engine.ts', line: 2, typeOnly: true },
+      { from: 'src/http/routes/realtime.ts', to: 'src/http/routes/speech.ts', line: 10 },
+      // A task reaching up into realtime/, and a route beside realtime's speaking its protocol.
+      { from: 'src/core/tasks/speak.ts', to: 'src/realtime/reply.ts', line: 1 },
+      { from: 'src/http/routes/speech.ts', to: 'src/api/realtime/ids.ts', line: 6 },
+      // Allowed: the protocol naming the chat task's types and core's errors, realtime/ running tasks over it, the route carrying a session, the route table.
+      { from: 'src/api/realtime/fields.ts', to: 'src/core/tasks/chat.ts', line: 2, typeOnly: true },
+      { from: 'src/api/realtime/errors.ts', to: 'src/core/errors.ts', line: 2 },
+      { from: 'src/realtime/session.ts', to: 'src/api/realtime/client-events.ts', line: 2 },
+      { from: 'src/realtime/reply.ts', to: 'src/core/tasks/chat.ts', line: 3 },
+      { from: 'src/realtime/session.ts', to: 'src/core/engine.ts', line: 4 },
+      { from: 'src/http/routes/realtime.ts', to: 'src/realtime/session.ts', line: 5 },
+      { from: 'src/http/routes/realtime.ts', to: 'src/api/realtime/server-events.ts', line: 4 },
+      { from: 'src/http/routes/realtime.ts', to: 'src/http/reference-audio.ts', line: 9 },
+      { from: 'src/http/routes/index.ts', to: 'src/http/routes/speech.ts', line: 16 },
+    ];
+    expect(layerViolations(edges)).toEqual([
+      'src/core/realtime/reply.ts:3 → src/core/tasks/chat.ts  (core imports nothing from core/tasks)',
+      'src/api/realtime/session.ts:4 → src/core/tasks/chat.ts  (api/realtime/ imports from core only errors.ts, and from core/tasks only types)',
+      'src/api/realtime/session.ts:2 → src/core/engine.ts  (api/realtime/ imports from core only errors.ts, and from core/tasks only types)',
+      'src/http/routes/realtime.ts:10 → src/http/routes/speech.ts  (a route imports no other route (routes/index.ts, their table, imports them all))',
+      'src/core/tasks/speak.ts:1 → src/realtime/reply.ts  (only the adapters (cli/, http/) import realtime/)',
+      'src/http/routes/speech.ts:6 → src/api/realtime/ids.ts  (api/realtime/ is imported only by realtime/ and http/routes/realtime.ts)',
+    ]);
+    expect(misplacedRealtime(['src/core/realtime/reply.ts', 'src/http/realtime-session.ts', 'src/realtime/session.ts', 'src/api/realtime/ids.ts', 'src/http/routes/realtime.ts', 'src/ui/voice-session.ts'])).toEqual([
+      'src/core/realtime/reply.ts',
+      'src/http/realtime-session.ts',
     ]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InputAudio } from '../../src/api/realtime/input-audio.js';
+import { InputAudio } from '../../src/realtime/input-audio.js';
 
 /**
  * Where a realtime session places the end of the user's speech on its own

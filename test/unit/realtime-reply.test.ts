@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { heardText, type SpokenSentence } from '../../src/core/realtime/reply.js';
+import { heardText, type SpokenSentence } from '../../src/realtime/heard-text.js';
 
 /** What a listener heard of a spoken reply, when playback stopped (conversation.item.truncate). */
 describe('heardText', () => {

@@ -16,6 +16,12 @@ import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from './speak/s
  * (sentences, or for a model whose prosody spans sentences the whole input
  * up to its one-pass length), handing audio over as each block is decoded. HTTP
  * (POST /v1/audio/speech, its stream jobs) and `lserve speak` both use it.
+ *
+ * `prepareVoice` is the same preparation without the text, for a speaker of
+ * many texts whose words arrive over time (a realtime reply, sentence by
+ * sentence): the model resolved and leased once, a cloned voice's reference
+ * decoded once (one object for every text, which a runtime may cache what it
+ * derives from), until its release.
  */
 
 export type { SpeechModelInfo } from './speak/synthesizer.js';
@@ -61,17 +67,50 @@ export interface PreparedSpeech {
   release(): void;
 }
 
+/** A request's voice without its text: model, speaker or described or cloned voice, language, speed, seed. */
+export type VoiceRequest = Omit<SpeakRequest, 'input' | 'frames'>;
+
+export interface PreparedVoice {
+  /** The model's id. */
+  model: string;
+  info: SpeechModelInfo;
+  sampleRate: number;
+  /**
+   * Synthesises `input` (checked as a request's input is), calling `onAudio`
+   * with each block of samples as soon as it exists; resolves with the number
+   * of samples. May be called again for another text once it has settled.
+   * The voice was admitted into the model's line once, at its preparation:
+   * its texts wait their turns and are never refused.
+   */
+  speak(input: string, onAudio: (samples: Float32Array) => void, signal: AbortSignal, frames?: number): Promise<{ samples: number }>;
+  /** Releases the model; idempotent. Until then it stays loaded for this voice. */
+  release(): void;
+}
+
 /** The synthesis model a request that names none goes to (core/model-choice.ts). */
 export function defaultSpeechModel(engine: Engine): Promise<string> {
   return engine.defaultModel('tts');
 }
 
 export async function prepareSpeech(engine: Engine, request: SpeakRequest, signal?: AbortSignal): Promise<PreparedSpeech> {
-  const input = request.input.trim();
-  if (!input) throw new InvalidRequestError("'input' is empty: give the text to speak.", { param: 'input', code: 'missing_required_parameter' });
-  if (request.input.length > MAX_INPUT_CHARS) {
-    throw new PayloadTooLargeError(`'input' has ${request.input.length} characters; at most ${MAX_INPUT_CHARS} are accepted per request. Split the text.`, { param: 'input' });
-  }
+  const input = checkedInput(request.input);
+  const voice = await prepareVoice(engine, request, signal);
+  return {
+    model: voice.model,
+    info: voice.info,
+    sampleRate: voice.sampleRate,
+    release: voice.release,
+    async run(onAudio, signal) {
+      try {
+        return await voice.speak(input, onAudio, signal, request.frames);
+      } finally {
+        voice.release();
+      }
+    },
+  };
+}
+
+export async function prepareVoice(engine: Engine, request: VoiceRequest, signal?: AbortSignal): Promise<PreparedVoice> {
   const name = request.model ?? (await defaultSpeechModel(engine));
   const lease = await engine.acquire<SpeechRuntime>(name, KINDS, { keepAliveMs: request.keepAliveMs });
   try {
@@ -83,15 +122,25 @@ export async function prepareSpeech(engine: Engine, request: SpeakRequest, signa
       throw error;
     }
     const synthesis = await synthesisFor(lease, request, signal);
-    return prepared(engine, lease, synthesis, input, request);
+    return prepared(engine, lease, synthesis);
   } catch (error) {
     lease.release();
     throw error;
   }
 }
 
+/** The text to speak, trimmed; a 4xx when it is empty or too long. */
+function checkedInput(text: string): string {
+  const input = text.trim();
+  if (!input) throw new InvalidRequestError("'input' is empty: give the text to speak.", { param: 'input', code: 'missing_required_parameter' });
+  if (text.length > MAX_INPUT_CHARS) {
+    throw new PayloadTooLargeError(`'input' has ${text.length} characters; at most ${MAX_INPUT_CHARS} are accepted per request. Split the text.`, { param: 'input' });
+  }
+  return input;
+}
+
 /** The request as the runtime takes it: names as the model spells them, the reference decoded at its rate. */
-async function synthesisFor(lease: Lease<SpeechRuntime>, request: SpeakRequest, signal?: AbortSignal): Promise<Omit<SynthesisRequest, 'text' | 'maxFrames'>> {
+async function synthesisFor(lease: Lease<SpeechRuntime>, request: VoiceRequest, signal?: AbortSignal): Promise<Omit<SynthesisRequest, 'text' | 'maxFrames'>> {
   const { info } = lease.model;
   const id = lease.installed.id;
   const speed = request.speed ?? 1;
@@ -126,7 +175,7 @@ async function synthesisFor(lease: Lease<SpeechRuntime>, request: SpeakRequest, 
   return synthesis;
 }
 
-function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'>, input: string, request: SpeakRequest): PreparedSpeech {
+function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<SynthesisRequest, 'text' | 'maxFrames'>): PreparedVoice {
   const runtime = lease.model;
   const { info } = runtime;
   let released = false;
@@ -140,7 +189,9 @@ function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<S
     info,
     sampleRate: info.sampleRate,
     release,
-    async run(onAudio, signal) {
+    async speak(text, onAudio, signal, frames) {
+      if (released) throw new Error('the voice was released');
+      const input = checkedInput(text);
       let samples = 0;
       try {
         // Without rate control of its own, the model speaks at its pace and the audio is stretched to `speed`.
@@ -150,7 +201,7 @@ function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<S
           samples += block.length;
           onAudio(block);
         };
-        let framesLeft = request.frames;
+        let framesLeft = frames;
         const pieces = info.maxPieceChars !== undefined ? packSentences(input, info.maxPieceChars) : splitSentences(input);
         for (const text of pieces) {
           if (framesLeft !== undefined && framesLeft <= 0) break;
@@ -164,7 +215,6 @@ function prepared(engine: Engine, lease: Lease<SpeechRuntime>, synthesis: Omit<S
       } finally {
         // What was made counts, also when the client left halfway.
         if (samples > 0) engine.report({ type: 'speech', model: lease.installed.id, audioSeconds: samples / info.sampleRate });
-        release();
       }
     },
   };

@@ -2,16 +2,16 @@ import type { IncomingMessage } from 'node:http';
 import type { RawData, WebSocket } from 'ws';
 import { defaultSessionConfig } from '../../api/realtime/session-config.js';
 import { errorEvent } from '../../api/realtime/server-events.js';
-import { RealtimeSession } from '../../api/realtime/session.js';
 import type { Dialect } from '../../api/realtime/types.js';
 import { InvalidRequestError, OverloadedError, isLserveError, type LserveError } from '../../core/errors.js';
 import { guarded } from '../../core/guard.js';
+import { RealtimeSession } from '../../realtime/session.js';
+import { referenceAudio } from '../reference-audio.js';
 import type { WebSocketRoute } from '../websocket.js';
-import { referenceAudio } from './speech.js';
 
 /**
  * GET /v1/realtime?model=<chat model>: OpenAI's Realtime API over one
- * WebSocket (api/realtime/session.ts does the session; this is the socket).
+ * WebSocket (src/realtime/session.ts does the session; this is the socket).
  * Text frames, one JSON event each, both ways. The GA dialect by default;
  * `OpenAI-Beta: realtime=v1` (or the subprotocol `openai-beta.realtime-v1`,
  * as browsers send it) for the beta's. `?intent=transcription` opens a

@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { Router, type Request, type Response } from 'express';
 import { createEncoder } from '../../audio/encode/index.js';
 import { speechRequestSchema, type SpeechFormat, type SpeechJobResponse, type SpeechRequestBody, type SpeechResponse } from '../../api/speech.js';
@@ -8,7 +7,7 @@ import { NotFoundError } from '../../core/errors.js';
 import { prepareSpeech, type PreparedSpeech } from '../../core/tasks/speak.js';
 import { sendCachedFile } from '../cached-file.js';
 import { requestSignal, type ServerContext } from '../context.js';
-import { decodeBase64Payload, readRemoteInput } from '../remote-input.js';
+import { referenceAudio } from '../reference-audio.js';
 import { SpeechStreamJobs } from '../speech-stream-jobs.js';
 
 /** One-shot speech files are served for an hour, at most 1 GiB of them. */
@@ -188,12 +187,4 @@ function formatAccepted(req: Request): SpeechFormat | undefined {
     if (type === 'audio/*' || type === 'application/octet-stream') return 'mp3';
   }
   return undefined;
-}
-
-/** `ref_audio` (a realtime session's too, named `param`): a data URI, path or URL under the rules of remote-input.ts, or bare base64. */
-export async function referenceAudio(value: string, ctx: ServerContext, signal: AbortSignal, param = 'ref_audio'): Promise<Buffer> {
-  if (/^(data:|https?:\/\/|file:\/\/|\/)/i.test(value) || path.isAbsolute(value)) {
-    return readRemoteInput(value, ctx.inputs, param, signal);
-  }
-  return decodeBase64Payload(value, param, 'audio/');
 }

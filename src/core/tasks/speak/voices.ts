@@ -35,9 +35,11 @@ export function canonicalLanguage(language: string | undefined, accepted: readon
 }
 
 /**
- * OpenAI's voice names. Its SDKs make `voice` required, so code written for
- * OpenAI always sends one of these: a model without a speaker of that name
- * speaks in its default voice instead of refusing the request.
+ * OpenAI's voice names: its speech API's thirteen (its Realtime API takes a
+ * subset of them, and no other). Its SDKs make `voice` required, so code
+ * written for OpenAI always sends one of these: a model without a speaker of
+ * that name speaks in its default voice instead of refusing the request.
+ * The one list: /v1/audio/speech and realtime sessions accept every name in it.
  */
 const OPENAI_VOICES = new Set(['alloy', 'ash', 'ballad', 'cedar', 'coral', 'echo', 'fable', 'marin', 'nova', 'onyx', 'sage', 'shimmer', 'verse']);
 

@@ -1,14 +1,15 @@
-import type { Engine } from '../../core/engine.js';
-import { asLserveError, type LserveError } from '../../core/errors.js';
-import { heardText, runReply, type SpokenSentence } from '../../core/realtime/reply.js';
-import type { ChatRequest, ChatToolCall } from '../../core/tasks/chat.js';
-import { base64Chunks, OutputAudioEncoder } from './audio-format.js';
-import type { ResponseParams } from './client-events.js';
+import { base64Chunks, OutputAudioEncoder } from '../api/realtime/audio-format.js';
+import type { ResponseParams } from '../api/realtime/client-events.js';
+import { newId } from '../api/realtime/ids.js';
+import type { AssistantMessageItem, OutputAudioPart, OutputTextPart } from '../api/realtime/items.js';
+import { itemObject, partObject, responseObject, type ResponseOutcome, type ResponseState } from '../api/realtime/server-events.js';
+import type { Dialect, SessionConfig } from '../api/realtime/types.js';
+import type { Engine } from '../core/engine.js';
+import { asLserveError, type LserveError } from '../core/errors.js';
+import type { ChatRequest, ChatToolCall } from '../core/tasks/chat.js';
 import { chatMessages, type Conversation, type Item } from './conversation.js';
-import { newId } from './ids.js';
-import type { AssistantMessageItem, OutputAudioPart, OutputTextPart } from './items.js';
-import { itemObject, partObject, responseObject, type ResponseOutcome, type ResponseState } from './server-events.js';
-import type { Dialect, SessionConfig } from './types.js';
+import { heardText, type SpokenSentence } from './heard-text.js';
+import { runReply } from './reply.js';
 
 /**
  * One response of a realtime session, from response.created to

@@ -1,8 +1,8 @@
-import { EndpointDetector } from '../../audio/vad.js';
-import { InvalidRequestError } from '../../core/errors.js';
-import type { VoiceActivityStream } from '../../core/voice-activity.js';
-import { INPUT_RATE } from './audio-format.js';
-import type { TurnDetection } from './types.js';
+import { INPUT_RATE } from '../api/realtime/audio-format.js';
+import type { TurnDetection } from '../api/realtime/types.js';
+import { EndpointDetector } from '../audio/vad.js';
+import { InvalidRequestError } from '../core/errors.js';
+import type { VoiceActivityStream } from '../core/voice-activity.js';
 
 /**
  * A realtime session's input audio buffer: the user's audio since the last

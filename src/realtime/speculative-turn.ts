@@ -1,11 +1,12 @@
-import type { Engine } from '../../core/engine.js';
-import type { LserveError } from '../../core/errors.js';
+import type { UserMessageItem } from '../api/realtime/items.js';
+import { itemObject } from '../api/realtime/server-events.js';
+import type { Dialect, SessionConfig } from '../api/realtime/types.js';
+import type { Engine } from '../core/engine.js';
+import type { LserveError } from '../core/errors.js';
 import type { Conversation } from './conversation.js';
-import type { UserMessageItem } from './items.js';
 import { ResponseRun } from './response-run.js';
-import { itemObject } from './server-events.js';
+import type { SpeculationEvent } from './session-host.js';
 import { TurnTranscriber } from './turn-transcription.js';
-import type { Dialect, SessionConfig } from './types.js';
 
 /**
  * A user turn worked on before it ends, as voice agents do to answer
@@ -162,5 +163,52 @@ export class SpeculativeTurn {
     if (!type) return;
     this.heldTypes.push(type);
     this.host.held?.(type);
+  }
+}
+
+/** A session's speculative turns: the one being worked on (at most one), and those discarded until their work has stopped. */
+export class SpeculativeTurns {
+  private current: SpeculativeTurn | undefined;
+  private stopping: Promise<void> = Promise.resolve();
+
+  constructor(
+    /** What became of each (SessionHost.speculation). */
+    private readonly observe: ((event: SpeculationEvent) => void) | undefined,
+  ) {}
+
+  /** Works on turn `id` as if it ended at `endMs` with `clip` (the arguments of SpeculativeTurn), once the one before is discarded. */
+  start(host: SpeculationHost, id: string, endMs: number, clip: Float32Array, config: SessionConfig, conversation: Conversation): void {
+    if (this.current) throw new Error('a speculative turn is already being worked on');
+    this.current = new SpeculativeTurn(host, id, endMs, clip, config, conversation);
+    this.observe?.({ type: 'started', itemId: id });
+  }
+
+  /** The turn being worked on, when it is the turn that just ended (`id`, its end and audio), nothing it was based on changed and the session is `idle`; else it is discarded. */
+  take(id: string, endMs: number, clip: Float32Array, config: SessionConfig, conversation: Conversation, idle: boolean): SpeculativeTurn | undefined {
+    const turn = this.current;
+    if (!turn) return undefined;
+    this.current = undefined;
+    const same = turn.matches(id, endMs, clip, config, conversation);
+    if (same && idle) return turn;
+    this.stop(turn, same ? 'the session became busy' : 'the turn ended elsewhere');
+    return undefined;
+  }
+
+  /** The turn being worked on, if any, is discarded: its work stops and nothing it held is sent. */
+  discard(reason: string): void {
+    const turn = this.current;
+    this.current = undefined;
+    if (turn) this.stop(turn, reason);
+  }
+
+  /** Settles when the work of every discarded turn has stopped. */
+  settled(): Promise<void> {
+    return this.stopping;
+  }
+
+  private stop(turn: SpeculativeTurn, reason: string): void {
+    turn.discard();
+    this.stopping = Promise.all([this.stopping, turn.settled()]).then(() => {});
+    this.observe?.({ type: 'discarded', itemId: turn.item.id, reason });
   }
 }

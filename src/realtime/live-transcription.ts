@@ -1,8 +1,8 @@
-import type { Engine } from '../../core/engine.js';
-import { ServerError, type LserveError } from '../../core/errors.js';
-import type { Lease } from '../../core/manager.js';
-import type { RecognitionResult, RecognizerStream, StreamingRecognizer } from '../../core/tasks/transcribe/streaming.js';
-import { INPUT_RATE } from './audio-format.js';
+import { INPUT_RATE } from '../api/realtime/audio-format.js';
+import type { Engine } from '../core/engine.js';
+import { ServerError, type LserveError } from '../core/errors.js';
+import type { Lease } from '../core/manager.js';
+import type { RecognitionResult, RecognizerStream, StreamingRecognizer } from '../core/tasks/transcribe/streaming.js';
 
 /**
  * A user turn transcribed by a streaming recogniser (a model of kind

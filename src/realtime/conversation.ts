@@ -1,7 +1,7 @@
-import type { ChatMessage } from '../../core/tasks/chat.js';
-import { RealtimeEventError } from './errors.js';
-import type { ConversationItem, ItemReference } from './items.js';
-import { newId } from './ids.js';
+import { RealtimeEventError } from '../api/realtime/errors.js';
+import { newId } from '../api/realtime/ids.js';
+import type { ConversationItem, ItemReference } from '../api/realtime/items.js';
+import type { ChatMessage } from '../core/tasks/chat.js';
 
 /**
  * A realtime session's conversation: its items in order, and what the chat

@@ -1,10 +1,10 @@
-import type { Engine } from '../../core/engine.js';
-import { asLserveError } from '../../core/errors.js';
-import { transcribeSamples } from '../../core/tasks/transcribe.js';
-import { INPUT_RATE } from './audio-format.js';
+import { INPUT_RATE } from '../api/realtime/audio-format.js';
+import type { UserMessageItem } from '../api/realtime/items.js';
+import type { SessionConfig } from '../api/realtime/types.js';
+import type { Engine } from '../core/engine.js';
+import { asLserveError } from '../core/errors.js';
+import { transcribeSamples } from '../core/tasks/transcribe.js';
 import { LiveTranscription } from './live-transcription.js';
-import type { UserMessageItem } from './items.js';
-import type { SessionConfig } from './types.js';
 
 /**
  * The transcripts of a realtime session's user turns, through which the chat

@@ -91,11 +91,11 @@ describe('lserve pull / list / rm', () => {
     const result = await runCli(['pull', 'tiny'], { env });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain('Downloading encoder.onnx (391 KB)');
-    expect(result.stdout).toMatch(/encoder\.onnx +\d+% +[\d.]+ KB\/391 KB/);
-    expect(result.stdout).toContain('encoder.onnx  done  391 KB  sha256 verified (hub ETag)');
-    expect(result.stdout).toContain('tokens.txt  done  2.0 KB  sha256 verified');
-    expect(result.stdout).toContain(`Pulled tiny-asr (asr, 393 KB) into ${path.join(home, 'models', 'tiny-asr')}`);
+    expect(result.stdout).toContain('Downloading encoder.onnx (400 kB)');
+    expect(result.stdout).toMatch(/encoder\.onnx +\d+% +[\d.]+ kB\/400 kB/);
+    expect(result.stdout).toContain('encoder.onnx  done  400 kB  sha256 verified (hub ETag)');
+    expect(result.stdout).toContain('tokens.txt  done  2.0 kB  sha256 verified');
+    expect(result.stdout).toContain(`Pulled tiny-asr (asr, 402 kB) into ${path.join(home, 'models', 'tiny-asr')}`);
     expect(result.stdout).not.toMatch(/\x1b\[/); // no escape codes in a pipe
 
     const again = await runCli(['pull', 'tiny-asr'], { env });
@@ -127,9 +127,9 @@ describe('lserve pull / list / rm', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +LICENSE +STATUS$/);
-    expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 KB +catalog +mit +not pulled/);
-    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr \* +asr +onnx +393 KB +catalog +mit +installed/);
-    expect(lines.find((l) => l.startsWith('stalling'))).toMatch(/stalling +asr +onnx +~4\.8 MB +catalog/);
+    expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 kB +catalog +mit +not pulled/);
+    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr \* +asr +onnx +402 kB +catalog +mit +installed/);
+    expect(lines.find((l) => l.startsWith('stalling'))).toMatch(/stalling +asr +onnx +~5\.0 MB +catalog/);
     // The last line explains the default marker; above it the columns line up: STATUS starts at the same offset on every line.
     expect(lines.at(-1)).toMatch(/^\* the default of its kind/);
     const offsets = new Set(lines.slice(0, -1).map((l) => l.search(/(STATUS|installed|not pulled|bundled)$/)));

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
+import { InvalidMediaError, PayloadTooLargeError } from '../core/errors.js';
 import { detectFormat } from './containers/detect.js';
 import { UnsupportedCodecError } from './containers/errors.js';
 import { mp4AudioCodec, mp4IndexFirst } from './containers/mp4.js';
@@ -32,7 +32,8 @@ import { Resampler } from './resample.js';
  *   Ogg/Vorbis: @wasm-audio-decoders/ogg-vorbis (libvorbis, BSD);
  *   M4A/MP4 (AAC, ALAC) and raw AAC (ADTS): only through the OPTIONAL
  *     package @audio/decode-aac (FAAD2, GPL-2.0), which lserve does not depend
- *     on; loaded when the user has installed it, else a 415 that says so.
+ *     on; loaded when the user has installed it, else a 400 invalid_audio that
+ *     says so.
  *
  * The event loop is never held for long: the file goes to the decoder in
  * pieces of ≈ 2 s of audio (sized from the bitrate seen so far), each piece
@@ -51,8 +52,9 @@ import { Resampler } from './resample.js';
  * there is one).
  *
  * Every way the input can be bad is a typed error: unknown or undecodable
- * bytes, truncated files, an M4A/AAC without the optional decoder → 415
- * naming the detected format; too long → 413.
+ * bytes, truncated files, an M4A/AAC without the optional decoder → 400
+ * invalid_audio naming the detected format (never quoting the bytes); too
+ * long → 413.
  */
 
 export interface DecodeAudioOptions {
@@ -138,28 +140,25 @@ export async function decodeAudio(bytes: Uint8Array, options: DecodeAudioOptions
   options.signal?.throwIfAborted();
 
   if (bytes.length === 0) {
-    throw new UnsupportedMediaError(`The audio is empty (0 bytes): not a recognised audio format (${supported}).`, { param, code: 'unsupported_audio_format' });
+    throw new InvalidMediaError('audio', `The audio is empty (0 bytes): not a recognised audio format (${supported}).`, { param });
   }
   const detected = detectFormat(bytes);
   if (!detected) {
-    throw new UnsupportedMediaError(`The audio is not a recognised audio format (${supported}).`, {
-      param,
-      code: 'unsupported_audio_format',
-    });
+    throw new InvalidMediaError('audio', `The audio is not a recognised audio format (${supported}).`, { param });
   }
   const known = FORMATS[detected];
   if (!known) {
-    throw new UnsupportedMediaError(`The audio was detected as '${detected}', which is not supported (${supported}).`, { param, code: 'unsupported_audio_format' });
+    throw new InvalidMediaError('audio', `The audio was detected as '${detected}', which is not supported (${supported}).`, { param });
   }
   const format = known.name;
-  // An MP4's sound track is named by its sample entry: AAC and ALAC go to the optional decoder, any other is a 415 here.
+  // An MP4's sound track is named by its sample entry: AAC and ALAC go to the optional decoder, any other is refused here (400 invalid_audio).
   const mp4Entry = format === 'm4a' ? mp4AudioCodec(bytes) : undefined;
   const codec = mp4Entry === 'mp4a' ? 'AAC' : mp4Entry === 'alac' ? 'ALAC' : (mp4Entry ?? known.codec);
   const label = codec ? `'${format}' (${codec})` : `'${format}'`;
   const undecodable = (reason: string, cause?: unknown) =>
-    new UnsupportedMediaError(`The audio was detected as ${label} but could not be decoded: ${reason}`, { param, code: 'corrupt_audio', cause });
+    new InvalidMediaError('audio', `The audio was detected as ${label} but could not be decoded: ${reason}`, { param, cause });
   const unsupported = (reason: string) =>
-    new UnsupportedMediaError(`The audio was detected as ${label}, which is not supported: ${reason}`, { param, code: 'unsupported_audio_format' });
+    new InvalidMediaError('audio', `The audio was detected as ${label}, which is not supported: ${reason}`, { param });
 
   const truncated = truncationOf(bytes, format);
   if (truncated) throw undecodable(truncated);
@@ -171,7 +170,7 @@ export async function decodeAudio(bytes: Uint8Array, options: DecodeAudioOptions
     decoder = await openDecoder(detected, bytes);
   } catch (error) {
     if (error instanceof MissingDecoderError) {
-      throw new UnsupportedMediaError(`The audio was detected as ${label}. ${error.message}`, { param, code: 'unsupported_audio_format' });
+      throw new InvalidMediaError('audio', `The audio was detected as ${label}. ${error.message}`, { param });
     }
     if (error instanceof UnsupportedCodecError) throw unsupported(error.message);
     throw undecodable(reasonOf(error), error);

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
-import { EXIT_USAGE, reportError } from './errors.js';
+import { EXIT_OK, EXIT_USAGE } from './exit-codes.js';
+import { paramWordsOf, reportError } from './errors.js';
 import { imagineCommand } from './commands/imagine.js';
 import { listCommand } from './commands/list.js';
 import { ocrCommand } from './commands/ocr.js';
@@ -38,15 +39,20 @@ export function buildProgram(): Command {
 
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
+  // The command that runs: its errors are told in its own words (its flags for the engine's field names).
+  let running: string | undefined;
+  program.hook('preAction', (_program, action) => {
+    running = action.name();
+  });
   try {
     await program.parseAsync(argv);
-    return process.exitCode === undefined ? 0 : Number(process.exitCode);
+    return process.exitCode === undefined ? EXIT_OK : Number(process.exitCode);
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return 0;
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return EXIT_OK;
       return EXIT_USAGE;
     }
-    return reportError(error, Boolean(program.opts().verbose));
+    return reportError(error, Boolean(program.opts().verbose), paramWordsOf(running));
   }
 }
 

@@ -57,26 +57,35 @@ const MAX_REDIRECTS = 10;
 
 export async function transferFile(t: FileTransfer): Promise<TransferResult> {
   const idle = new IdleAbort(t.idleTimeoutMs, t.signal);
+  const phase: Phase = { connected: false };
   try {
     // At most one restart: a server that answers a Range with the wrong offset gets a fresh download.
     for (let restart = 0; ; restart++) {
-      const outcome = await attempt(t, idle, restart > 0);
+      const outcome = await attempt(t, idle, restart > 0, phase);
       if (outcome !== 'restart') return outcome;
     }
   } catch (error) {
-    throw classify(error, t, idle);
+    throw classify(error, t, idle, phase);
   } finally {
     idle.dispose();
   }
 }
 
-async function attempt(t: FileTransfer, idle: IdleAbort, restarted: boolean): Promise<TransferResult | 'restart'> {
+/** Whether a server answered: a failure before that is a connection that could not be made, not a download cut short. */
+interface Phase {
+  connected: boolean;
+  /** The URL being fetched (a redirect's target after a redirect). */
+  at?: string;
+}
+
+async function attempt(t: FileTransfer, idle: IdleAbort, restarted: boolean, phase: Phase): Promise<TransferResult | 'restart'> {
   let existing = await sizeOf(t.partPath);
   if (restarted || (t.expectedSize !== undefined && existing > t.expectedSize)) {
     await rm(t.partPath, { force: true });
     existing = 0;
   }
-  const { response, linkedEtag } = await request(t, existing, idle);
+  const { response, linkedEtag } = await request(t, existing, idle, phase);
+  phase.connected = true;
   let total: number | undefined;
   if (response.status === 416) {
     // Nothing past our offset: complete if the server's size (or the catalog's) matches what we have.
@@ -128,7 +137,7 @@ async function attempt(t: FileTransfer, idle: IdleAbort, restarted: boolean): Pr
   const body = Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>);
   await pipeline(body, meter, createWriteStream(t.partPath, { flags: existing > 0 ? 'a' : 'w' }));
   if (total !== undefined && received !== total) {
-    throw new StoreError(`Download of ${t.label} ended early at ${formatBytes(received)} of ${formatBytes(total)}`, 'download_interrupted');
+    throw new StoreError(`Download of ${t.label} ended early at ${formatBytes(received)} of ${formatBytes(total)}.`, 'download_interrupted');
   }
   return finish(t, hash, received, linkedEtag);
 }
@@ -158,7 +167,7 @@ async function finish(t: FileTransfer, hash: Hash, size: number, linkedEtag: str
  * the Fetch standard and curl decide), so neither another host (the CDN, a
  * subdomain) nor plain http on the same host ever receives it.
  */
-async function request(t: FileTransfer, offset: number, idle: IdleAbort): Promise<{ response: Response; linkedEtag: string | undefined }> {
+async function request(t: FileTransfer, offset: number, idle: IdleAbort, phase: Phase): Promise<{ response: Response; linkedEtag: string | undefined }> {
   // identity: a compressed body would break Range offsets and the size check.
   const common: Record<string, string> = { 'accept-encoding': 'identity', 'user-agent': 'lserve' };
   if (offset > 0) common.range = `bytes=${offset}-`;
@@ -167,6 +176,7 @@ async function request(t: FileTransfer, offset: number, idle: IdleAbort): Promis
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     const toHub = t.hub?.token !== undefined && originOf(current) === t.hub.origin;
     const headers = toHub ? { ...common, authorization: `Bearer ${t.hub!.token}` } : common;
+    phase.at = current;
     const response = await fetch(current, { headers, redirect: 'manual', signal: idle.signal });
     idle.touch();
     linkedEtag ??= sha256Etag(response.headers.get('x-linked-etag'));
@@ -239,7 +249,7 @@ async function ensureSpace(t: FileTransfer, needed: number): Promise<void> {
 function diskFull(t: FileTransfer, needed?: number, free?: number): StoreError {
   const amounts = needed !== undefined && free !== undefined ? ` (needs ${formatBytes(needed)} more, ${formatBytes(free)} free)` : '';
   return new StoreError(
-    `Not enough disk space to download ${t.label} into ${path.dirname(t.partPath)}${amounts}. Free some space (or set LSERVE_HOME to another disk) and run the pull again to resume.`,
+    `Not enough disk space to download ${t.label} into ${path.dirname(t.partPath)}${amounts}. Free some space (or set LSERVE_HOME to another disk) and run the pull again.`,
     'disk_full',
   );
 }
@@ -257,28 +267,66 @@ function httpError(t: FileTransfer, response: Response): StoreError {
 }
 
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+/** A connection that broke: worth another attempt. */
+const BROKEN = new Set(['ECONNRESET', 'UND_ERR_SOCKET', 'EPIPE']);
 
-/** Turns fetch/stream/fs failures into StoreErrors that say what happened and what to do. */
-function classify(error: unknown, t: FileTransfer, idle: IdleAbort): unknown {
+/** What a connection failure code means, in words. */
+const CONNECT_FAILURES: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'no such host',
+  EAI_AGAIN: 'the host name could not be resolved',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ETIMEDOUT: 'connection timed out',
+  UND_ERR_CONNECT_TIMEOUT: 'connection timed out',
+  ECONNRESET: 'connection reset',
+  UND_ERR_SOCKET: 'connection closed',
+  EPIPE: 'connection closed',
+};
+
+/**
+ * Turns fetch/stream/fs failures into StoreErrors that say what happened and
+ * what to do. Whether a rerun resumes is the pull's to say (it knows what it
+ * kept): nothing here promises it.
+ */
+function classify(error: unknown, t: FileTransfer, idle: IdleAbort, phase: Phase): unknown {
   if (error instanceof StoreError) return error;
-  if (t.signal?.aborted) return new StoreError(`Download of ${t.label} was cancelled; run the pull again to resume`, 'aborted', error);
+  if (t.signal?.aborted) return new StoreError(`Download of ${t.label} was cancelled.`, 'aborted', error);
   const hint = t.networkHint ? ` ${t.networkHint}` : '';
+  // A CDN's URL is signed: only its origin is named.
+  const origin = originOf(phase.at ?? t.url) ?? t.url;
   if (idle.timedOut) {
-    return new StoreError(`Timed out: no data from ${t.url} for ${Math.round(t.idleTimeoutMs / 1000)} s.${hint}`, 'network_timeout', error);
+    const what = phase.connected ? `no data from ${t.url} for ${Math.round(t.idleTimeoutMs / 1000)} s` : `${origin} did not answer within ${Math.round(t.idleTimeoutMs / 1000)} s (${t.url})`;
+    return new StoreError(`Timed out: ${what}.${hint}`, 'network_timeout', error);
   }
   const code = errorCode(error);
   if (code === 'ENOSPC' || code === 'EDQUOT') return diskFull(t);
-  if (code && UNREACHABLE.has(code)) {
-    return new StoreError(`Cannot reach ${t.url} (${code}): check your network connection.${hint}`, 'network_unreachable', error);
-  }
-  if (error instanceof TypeError || code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') {
+  if (!phase.connected && (code === undefined || UNREACHABLE.has(code) || BROKEN.has(code) || error instanceof TypeError)) {
+    // Not one byte came: no server answered at that address.
+    const reason = code === undefined ? innermostMessage(error) : `${CONNECT_FAILURES[code] ?? code.toLowerCase().replace(/_/g, ' ')} (${code})`;
     return new StoreError(
-      `Download of ${t.label} from ${t.url} was interrupted (${code ?? (error as Error).message}); run the pull again to resume`,
-      'download_interrupted',
+      `Could not connect to ${origin}: ${reason}; ${t.label} was not downloaded (${t.url}). Check your network connection.${hint}`,
+      code !== undefined && BROKEN.has(code) ? 'download_interrupted' : 'network_unreachable',
       error,
     );
   }
+  if (code && UNREACHABLE.has(code)) {
+    return new StoreError(`Lost the connection to ${origin} (${code}) while downloading ${t.label}. Check your network connection.${hint}`, 'network_unreachable', error);
+  }
+  if (error instanceof TypeError || (code !== undefined && BROKEN.has(code))) {
+    return new StoreError(`Download of ${t.label} from ${t.url} was interrupted (${code ?? (error as Error).message}).`, 'download_interrupted', error);
+  }
   return error;
+}
+
+/** The message at the bottom of an error's cause chain (fetch's "fetch failed" says nothing; its cause does). */
+function innermostMessage(error: unknown): string {
+  let message = error instanceof Error ? error.message : String(error);
+  for (let e: unknown = error, depth = 0; e && depth < 5; depth++) {
+    if (e instanceof Error && e.message) message = e.message;
+    e = typeof e === 'object' && 'cause' in e ? (e as { cause: unknown }).cause : undefined;
+  }
+  return message;
 }
 
 /** The errno-style code of an error or of its cause chain (undici wraps socket errors in `cause`). */

@@ -7,6 +7,8 @@ import { acquirePullLock, type PullLock } from './download-lock.js';
 import { TRANSIENT_CODES, transferFile, type HubAccess, type TransferResult } from './download-file.js';
 import { envHubToken, hubDeniedHint, originOf, type HubToken } from './hub-auth.js';
 import { pairProjector } from './projector.js';
+import { directorySize } from './disk-usage.js';
+import { formatBytes } from './units.js';
 import { fileNameOf, idFromFileName, localFileNames, type InstalledModel, type Manifest, type ModelStore, type ModelSource, type UserModelOptions } from './store.js';
 
 /**
@@ -154,7 +156,6 @@ async function install(
   });
   // A pull whose lock was taken over (its heartbeat stalled) stops writing the files another pull now owns.
   const signal = options.signal ? AbortSignal.any([options.signal, lock.lost]) : lock.lost;
-  let done = false;
   try {
     // The pull we waited for may have installed it.
     const meanwhile = await store.resolve(entry.id);
@@ -188,12 +189,41 @@ async function install(
       ...(source === 'catalog' ? {} : { entry: recorded }),
       files,
     });
-    done = true;
     return { model: (await store.resolve(entry.id))!, alreadyInstalled: false, downloadedBytes };
+  } catch (error) {
+    // What a failed pull keeps is what a rerun resumes: files with bytes in them. Empty ones go (while
+    // the lock is still held), and the error says whether anything was kept.
+    if (!lock.lost.aborted) await removeEmptyFiles(staging);
+    if (error instanceof StoreError) {
+      const note = await keptNote(staging);
+      if (note) error.message = `${/[.!?]$/.test(error.message) ? error.message : `${error.message}.`}${note}`;
+    }
+    throw error;
   } finally {
     await lock.release();
     // Removing the whole staging tree could delete the lock of a pull that started meanwhile; empty dirs only.
-    if (done) await removeEmptyDirs(staging);
+    await removeEmptyDirs(staging);
+  }
+}
+
+/** After a failed pull: what it kept for the next one, or nothing when it kept nothing. */
+async function keptNote(staging: string): Promise<string> {
+  const kept = await directorySize(staging);
+  return kept > 0 ? ` The ${formatBytes(kept)} downloaded so far ${kept === 1 ? 'is' : 'are'} kept: run the pull again to resume.` : '';
+}
+
+/** Removes the empty files under `dir` (a `.part` file that never got a byte); dot files (the lock) stay. */
+async function removeEmptyFiles(dir: string): Promise<void> {
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) await removeEmptyFiles(full);
+    else if (entry.isFile() && !entry.name.startsWith('.') && (await stat(full).catch(() => undefined))?.size === 0) await rm(full, { force: true });
   }
 }
 
@@ -248,7 +278,9 @@ async function stageFile(
         expectedSize: spec.size,
         expectedSha256: spec.sha256,
         networkHint: spec.repo
-          ? `Models are downloaded from ${hubEndpoint()}; set HF_ENDPOINT to use a mirror${process.env.HF_ENDPOINT ? '' : ' (it is not set)'}.`
+          ? process.env.HF_ENDPOINT
+            ? `Models are downloaded from ${hubEndpoint()} (HF_ENDPOINT): check that the mirror is up and the address right.`
+            : `Models are downloaded from ${hubEndpoint()}; set HF_ENDPOINT to use a mirror.`
           : undefined,
         hub,
         signal: options.signal,

@@ -7,7 +7,7 @@ import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
 import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
 import type { VoiceActivityDetector } from './voice-activity.js';
-import { aliasTable, KIND_NAMES, NO_CHOICES, noModelOfKind, pickDefault, vendorName, type DefaultPick, type ModelChoices } from './model-choice.js';
+import { aliasTable, isLatentDecoderModel, KIND_NAMES, NO_CHOICES, noModelOfKind, pickDefault, vendorName, type DefaultPick, type ModelChoices } from './model-choice.js';
 
 /**
  * The one engine instance that `serve` and every CLI command create and pass
@@ -112,12 +112,16 @@ export class Engine {
   /**
    * Finds an installed model of one of `kinds` by id or alias. Unknown and
    * not-installed models are 404s that say how to pull; a model of another
-   * kind is a 400 that says which kind it is.
+   * kind, installed or not, is a 400 that says which kind it is and which
+   * model of the kind wanted to use or pull. The words fit an HTTP request
+   * and a CLI command alike.
    */
   async resolve(name: string, kinds: readonly ModelKind[], param = 'model'): Promise<InstalledModel> {
     const installed = (await this.store.resolve(name)) ?? (await this.resolveAlias(name, param));
     if (!installed) {
       const entry = this.catalog.get(name);
+      // Pulling a model of another kind would not help: say what it is, and what to pull instead.
+      if (entry && !kinds.includes(entry.kind)) throw await this.wrongKind(name, entry.kind, kinds, param);
       if (entry && !isBundled(entry)) {
         throw new ModelNotFoundError(`Model '${name}' is not installed. Run \`lserve pull ${entry.id}\` to download it.`, param);
       }
@@ -125,13 +129,21 @@ export class Engine {
       const hint = close.length ? ` Did you mean ${close.map((c) => `'${c}'`).join(', ')}?` : '';
       throw new ModelNotFoundError(`Model '${name}' does not exist.${hint} Run \`lserve list --all\` to see available models.`, param);
     }
-    if (!kinds.includes(installed.entry.kind)) {
-      throw new InvalidRequestError(
-        `Model '${name}' is ${withArticle(installed.entry.kind)} model; this endpoint needs ${withArticle(kinds.join(' or '))} model.`,
-        { param, code: 'wrong_model_kind' },
-      );
-    }
+    if (!kinds.includes(installed.entry.kind)) throw await this.wrongKind(name, installed.entry.kind, kinds, param);
     return installed;
+  }
+
+  /** The 400 for a model of another kind: "'whisper-base' is a speech recognition model, not a speech synthesis model", and what to use instead. */
+  private async wrongKind(name: string, kind: ModelKind, wanted: readonly ModelKind[], param: string): Promise<InvalidRequestError> {
+    const what = (k: ModelKind) => KIND_NAMES[k].what;
+    const fitting = (await this.store.list()).filter((m) => wanted.includes(m.entry.kind) && !isLatentDecoderModel(m)).map((m) => m.id);
+    const instead = fitting.length
+      ? ` Installed: ${fitting.slice(0, 5).join(', ')}${fitting.length > 5 ? ', …' : ''}.`
+      : ` Run \`lserve pull ${KIND_NAMES[wanted[0]!].pull}\` to get one.`;
+    return new InvalidRequestError(`Model '${name}' is ${withArticle(what(kind))} model, not ${withArticle(wanted.map(what).join(' or '))} model.${instead}`, {
+      param,
+      code: 'wrong_model_kind',
+    });
   }
 
   /**
@@ -268,5 +280,5 @@ export class Engine {
 
 /** "an embedding", "a chat": kinds are read aloud in error messages. */
 function withArticle(word: string): string {
-  return `${/^[aeio]/.test(word) ? 'an' : 'a'} ${word}`;
+  return `${/^[aeio]/i.test(word) ? 'an' : 'a'} ${word}`;
 }

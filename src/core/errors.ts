@@ -93,10 +93,23 @@ export class RangeNotSatisfiableError extends LserveError {
   }
 }
 
-/** 415: an image or audio payload that cannot be decoded. */
+/**
+ * 400: an image or audio payload that cannot be decoded (not an image, a
+ * format lserve does not read, truncated, empty), as OpenAI answers it: code
+ * `invalid_image` or `invalid_audio`, `param` naming the field. SDK users
+ * catch it as a BadRequestError. The message says what is wrong with the
+ * file and never quotes its bytes.
+ */
+export class InvalidMediaError extends LserveError {
+  constructor(media: 'image' | 'audio', message: string, details: Omit<ErrorDetails, 'code'> = {}) {
+    super(400, 'invalid_request_error', message, { ...details, code: media === 'image' ? 'invalid_image' : 'invalid_audio' });
+  }
+}
+
+/** 415: a body whose Content-Type the route does not take (never for a payload that fails to decode: that is InvalidMediaError). */
 export class UnsupportedMediaError extends LserveError {
   constructor(message: string, details: ErrorDetails = {}) {
-    super(415, 'invalid_request_error', message, { code: 'unsupported_media', ...details });
+    super(415, 'invalid_request_error', message, { code: 'unsupported_media_type', ...details });
   }
 }
 

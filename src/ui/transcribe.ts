@@ -5,7 +5,7 @@
  */
 import { bindModelSelect, call, errorText, getJson, openSocket } from './api.js';
 import { captureMicrophone, type Capture } from './audio.js';
-import { $, fileDrop, formatTime, h, setStatus } from './dom.js';
+import { $, fileDrop, formatBytes, formatTime, h, setStatus } from './dom.js';
 
 interface Segment {
   start: number;
@@ -54,7 +54,7 @@ export function setupTranscribe(): void {
   let file: File | undefined;
   fileDrop($('#stt-drop'), $<HTMLInputElement>('#stt-file'), (chosen) => {
     file = chosen;
-    $('#stt-file-name').textContent = `${chosen.name} · ${(chosen.size / 1000).toFixed(0)} KB`;
+    $('#stt-file-name').textContent = `${chosen.name} · ${formatBytes(chosen.size)}`;
     run.disabled = false;
   });
   run.addEventListener('click', async () => {

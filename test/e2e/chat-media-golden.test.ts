@@ -152,6 +152,30 @@ describe.skipIf(!shipped)('Qwen2-VL golden model, images through the server (nee
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   }, 60_000);
 
+  it('an image that does not decode is a 400 invalid_image naming its part, in each API, quoting none of its bytes', async () => {
+    const secret = 'lserve-private-marker-7f3a';
+    const garbage = Buffer.from(`${secret} `.repeat(40));
+    const truncated = readFileSync(golden(reference.cases[0]!.image)).subarray(0, 120);
+    for (const [bytes, type] of [[garbage, 'image/png'], [truncated, 'image/png'], [garbage, 'image/jpeg']] as const) {
+      const url = `data:${type};base64,${bytes.toString('base64')}`;
+      const failure = (await client.chat.completions
+        .create({ model: MODEL, messages: [{ role: 'user', content: [{ type: 'text', text: 'What?' }, { type: 'image_url', image_url: { url } }] }], max_tokens: 2 })
+        .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.BadRequestError>;
+      expect(failure).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(failure).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'invalid_image', param: 'messages.0.content.1' });
+      expect(failure.message).not.toContain(secret);
+      expect(failure.message).not.toContain(bytes.subarray(0, 16).toString('base64'));
+    }
+    const anthropic = new Anthropic({ baseURL: `${server.url}/v1/anthropic`, apiKey: 'unused', maxRetries: 0 });
+    const refused = (await anthropic.messages
+      .create({ model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: garbage.toString('base64') } }] }] })
+      .catch((e: unknown) => e)) as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(refused).toBeInstanceOf(Anthropic.BadRequestError);
+    expect(refused.error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect(JSON.stringify(refused.error)).not.toContain(secret);
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  }, 60_000);
+
   it('`lserve run --image` prints the same answer', async () => {
     const c = reference.cases[0]!;
     const res = await runCli(['--home', server.home, 'run', MODEL, c.prompt, '--image', golden(c.image), '--system', SYSTEM, '--temperature', '0', '--max-tokens', String(c.tokens.length), '--threads', '1'], {
@@ -240,5 +264,15 @@ describe.skipIf(!shipped)('Qwen2-Audio golden model, audio through the server (n
     // An image for this audio-only model is refused at its part.
     const image = client.chat.completions.create({ model: 'qwen2-audio-tiny', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUri(reference.cases[0]!) } }] }] });
     await expect(image).rejects.toMatchObject({ status: 400, code: 'unsupported_input', param: 'messages.0.content.0' });
+    // And a clip that does not decode is a 400 invalid_audio at its part, quoting none of it.
+    const secret = 'lserve-private-marker-7f3a';
+    for (const [data, format] of [[Buffer.from(`RIFF....WAVE${secret}`).toString('base64'), 'wav'], [Buffer.from(secret.repeat(20)).toString('base64'), 'mp3']] as const) {
+      const failure = (await client.chat.completions
+        .create({ model: 'qwen2-audio-tiny', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data, format } }, { type: 'text', text: 'What?' }] }], max_tokens: 2 })
+        .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.BadRequestError>;
+      expect(failure).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(failure).toMatchObject({ status: 400, code: 'invalid_audio', param: 'messages.0.content.0' });
+      expect(failure.message).not.toContain(secret);
+    }
   }, 120_000);
 });

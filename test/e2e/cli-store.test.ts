@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -42,6 +42,8 @@ describe('lserve pull / list / rm', () => {
     await mirror.put(REPO, 'onnx/encoder.onnx', encoder, { linkedEtag: true, redirect: true });
     const tok = await mirror.put(REPO, 'tokens.txt', tokens);
     await mirror.put(REPO, 'stall.onnx', encoder, { stallAfter: 150_000 });
+    // Cut off after 100 kB more on the first try and on both retries (each resuming) of one pull: 300 kB kept.
+    await mirror.put(REPO, 'cut.onnx', encoder, { cutAfter: 100_000, cutTimes: 3 });
     catalog = await writeCatalog(dir, [
       {
         id: 'tiny-asr',
@@ -62,6 +64,15 @@ describe('lserve pull / list / rm', () => {
         owned_by: 'test',
         license: 'mit',
         files: { model: { repo: REPO, path: 'tts.onnx', size: 1234 } },
+      },
+      {
+        id: 'cut-off',
+        kind: 'asr',
+        backend: 'onnx',
+        description: 'connection cut midway',
+        owned_by: 'test',
+        license: 'mit',
+        files: { model: { repo: REPO, path: 'cut.onnx', size: encoder.length } },
       },
       {
         id: 'stalling',
@@ -91,11 +102,11 @@ describe('lserve pull / list / rm', () => {
     const result = await runCli(['pull', 'tiny'], { env });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain('Downloading encoder.onnx (391 KB)');
-    expect(result.stdout).toMatch(/encoder\.onnx +\d+% +[\d.]+ KB\/391 KB/);
-    expect(result.stdout).toContain('encoder.onnx  done  391 KB  sha256 verified (hub ETag)');
-    expect(result.stdout).toContain('tokens.txt  done  2.0 KB  sha256 verified');
-    expect(result.stdout).toContain(`Pulled tiny-asr (asr, 393 KB) into ${path.join(home, 'models', 'tiny-asr')}`);
+    expect(result.stdout).toContain('Downloading encoder.onnx (400 kB)');
+    expect(result.stdout).toMatch(/encoder\.onnx +\d+% +[\d.]+ kB\/400 kB/);
+    expect(result.stdout).toContain('encoder.onnx  done  400 kB  sha256 verified (hub ETag)');
+    expect(result.stdout).toContain('tokens.txt  done  2.0 kB  sha256 verified');
+    expect(result.stdout).toContain(`Pulled tiny-asr (asr, 402 kB) into ${path.join(home, 'models', 'tiny-asr')}`);
     expect(result.stdout).not.toMatch(/\x1b\[/); // no escape codes in a pipe
 
     const again = await runCli(['pull', 'tiny-asr'], { env });
@@ -127,9 +138,9 @@ describe('lserve pull / list / rm', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^ID +KIND +BACKEND +SIZE +SOURCE +LICENSE +STATUS$/);
-    expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 KB +catalog +mit +not pulled/);
-    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr \* +asr +onnx +393 KB +catalog +mit +installed/);
-    expect(lines.find((l) => l.startsWith('stalling'))).toMatch(/stalling +asr +onnx +~4\.8 MB +catalog/);
+    expect(lines.find((l) => l.startsWith('tiny-tts'))).toMatch(/tiny-tts +tts +onnx +1\.2 kB +catalog +mit +not pulled/);
+    expect(lines.find((l) => l.startsWith('tiny-asr'))).toMatch(/tiny-asr \* +asr +onnx +402 kB +catalog +mit +installed/);
+    expect(lines.find((l) => l.startsWith('stalling'))).toMatch(/stalling +asr +onnx +~5\.0 MB +catalog/);
     // The last line explains the default marker; above it the columns line up: STATUS starts at the same offset on every line.
     expect(lines.at(-1)).toMatch(/^\* the default of its kind/);
     const offsets = new Set(lines.slice(0, -1).map((l) => l.search(/(STATUS|installed|not pulled|bundled)$/)));
@@ -152,6 +163,18 @@ describe('lserve pull / list / rm', () => {
     const again = await runCli(['rm', 'tiny-asr'], { env });
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("'tiny-asr' is not installed");
+  });
+
+  it('rm of a model never installed is an error, for a catalog id (even with an empty staging directory left behind) and for an unknown name', async () => {
+    // What a failed pull of an older version left: an empty models/.partial/<id>/.
+    await mkdir(path.join(home, 'models', '.partial', 'tiny-tts'), { recursive: true });
+    for (const name of ['tiny-tts', 'no-such-model']) {
+      const result = await runCli(['rm', name], { env });
+      expect(result.code, name).toBe(1);
+      expect(result.stdout, name).toBe('');
+      expect(result.stderr, name).toBe(`lserve: '${name}' is not installed (run \`lserve list\` to see installed models)\n`);
+    }
+    expect(existsSync(path.join(home, 'models', '.partial', 'tiny-tts'))).toBe(false);
   });
 
   it('registers a local file with --kind and unregisters it without deleting it', async () => {
@@ -197,9 +220,9 @@ describe('lserve pull / list / rm', () => {
     expect(await listJson()).toContainEqual(expect.objectContaining({ id: 'from-url', kind: 'tts', source: 'url', size_bytes: tokens.length }));
   });
 
-  it('exits 2 for an unknown model (with suggestions), bad flags and a bad --kind', async () => {
+  it('exits 1 for an unknown model (with suggestions), as every command does; 2 for bad flags and a bad --kind', async () => {
     const unknown = await runCli(['pull', 'tiny-as'], { env });
-    expect(unknown.code).toBe(2);
+    expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("Unknown model 'tiny-as'. Did you mean 'tiny-asr'");
     expect((await runCli(['list', '--bogus'], { env })).code).toBe(2);
     expect((await runCli(['pull'], { env })).code).toBe(2);
@@ -209,15 +232,29 @@ describe('lserve pull / list / rm', () => {
     expect(badKind.stderr).toContain('--kind must be one of');
   });
 
-  it('exits 1 naming the URL and HF_ENDPOINT when the endpoint is unreachable', async () => {
+  it('exits 1 saying it could not connect, naming the URL and HF_ENDPOINT, when the endpoint refuses; it promises no resume and leaves no staging directory', async () => {
     const closed = http.createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const { port } = closed.address() as AddressInfo;
     await new Promise<void>((r) => closed.close(() => r()));
     const result = await runCli(['pull', 'tiny-tts'], { env: { ...env, HF_ENDPOINT: `http://127.0.0.1:${port}` } });
     expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`lserve: Could not connect to http://127.0.0.1:${port}: connection refused (ECONNREFUSED)`);
     expect(result.stderr).toContain(`http://127.0.0.1:${port}/${REPO}/resolve/main/tts.onnx`);
-    expect(result.stderr).toContain('HF_ENDPOINT');
+    expect(result.stderr).toContain(`Models are downloaded from http://127.0.0.1:${port} (HF_ENDPOINT)`);
+    expect(result.stderr).not.toMatch(/interrupted|resume/i);
+    expect(existsSync(path.join(home, 'models', '.partial', 'tiny-tts'))).toBe(false);
+  });
+
+  it('a download cut off midway keeps its bytes and says that a rerun resumes; rm then removes the partial download', async () => {
+    const result = await runCli(['pull', 'cut-off'], { env });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^lserve: Download of cut\.onnx (from .* was interrupted \(.*\)|ended early at 300 kB of 400 kB)\. The 300 kB downloaded so far are kept: run the pull again to resume\.$/m);
+    expect(await sizeOf(path.join(home, 'models', '.partial', 'cut-off', 'cut.onnx.part'))).toBe(300_000);
+    const removed = await runCli(['rm', 'cut-off'], { env });
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toBe('Removed the partial download of cut-off (300 kB); it was never installed\n');
+    expect(existsSync(path.join(home, 'models', '.partial', 'cut-off'))).toBe(false);
   });
 
   /** Bytes the mirror sends of stall.onnx before it stalls with the connection open. */
@@ -274,7 +311,7 @@ describe('lserve pull / list / rm', () => {
   it('on Ctrl-C keeps the partial download, says a rerun resumes, and exits 130', async () => {
     const pull = await startStallingPull();
     expect(await interrupt(pull)).toEqual({ code: 130, signal: null });
-    expect(pull.output().stderr).toMatch(/Interrupted.*run `lserve pull stalling` again to resume/);
+    expect(pull.output().stderr).toMatch(/Interrupted\. The 150 kB downloaded so far are kept; run `lserve pull stalling` again to resume\./);
     expect(await sizeOf(stallingPart())).toBe(STALL_AFTER);
     const all = await listJson('--all');
     expect(all.find((r) => r.id === 'stalling')).toMatchObject({ installed: false, status: 'partial' });
@@ -310,7 +347,7 @@ describe('lserve pull / list / rm', () => {
     const removed = await runCli(['rm', 'stalling'], { env });
     expect(removed.stderr).toBe('');
     expect(removed.code).toBe(0);
-    expect(removed.stdout).toContain('Removed stalling');
+    expect(removed.stdout).toBe('Removed the partial download of stalling (150 kB); it was never installed\n');
     expect(existsSync(stallingPartial())).toBe(false);
   });
 });

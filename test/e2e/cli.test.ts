@@ -1,4 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 
 const SUBCOMMANDS = ['pull', 'list', 'rm', 'run', 'transcribe', 'speak', 'ocr', 'serve'];
@@ -39,6 +44,77 @@ describe('lserve CLI', () => {
       const run = await runCli(['serve', ...args]);
       expect(run.code, args.join(' ')).toBe(2);
       expect(run.stderr).toContain(args[0]);
+    }
+  });
+});
+
+/**
+ * One exit-code rule for every command (src/cli/exit-codes.ts): 2 when the
+ * command line is wrong, 1 when a well-formed command fails at its work (a
+ * model unknown, not installed or of another kind; an input; the network; a
+ * busy port). Errors speak of the command line (-m/--model, flags), never of
+ * an HTTP endpoint or body field. An empty store and the shipped catalog.
+ */
+describe('lserve CLI: exit codes and words', () => {
+  let home: string;
+  let picture: string;
+  let env: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    home = await mkdtemp(path.join(os.tmpdir(), 'lserve-cli-words-'));
+    picture = path.join(home, 'page.png');
+    await writeFile(picture, await sharp({ create: { width: 32, height: 32, channels: 3, background: '#ffffff' } }).png().toBuffer());
+    env = { LSERVE_HOME: home, LSERVE_CATALOG: '', HF_ENDPOINT: 'http://127.0.0.1:1' };
+  });
+  afterAll(async () => {
+    if (home) await rm(home, { recursive: true, force: true });
+  });
+
+  const cli = (args: string[]) => runCli(args, { env });
+
+  it('an unknown model exits 1 from every command', async () => {
+    for (const args of [['pull', 'no-such-model'], ['run', 'no-such-model', 'hi'], ['speak', '-m', 'no-such-model', 'Hi.'], ['ocr', '-m', 'no-such-model', picture], ['imagine', '-m', 'no-such-model', 'a cat']]) {
+      const result = await cli(args);
+      expect({ args, code: result.code }).toEqual({ args, code: 1 });
+      expect(result.stderr).toMatch(/^lserve: (Unknown model|Model) 'no-such-model'/);
+    }
+  });
+
+  it('a model of another kind exits 1 saying what kind it is and what to pull for the command, in no HTTP words', async () => {
+    const speak = await cli(['speak', '-m', 'whisper-base', 'Hi.']);
+    expect(speak.code).toBe(1);
+    expect(speak.stderr).toBe("lserve: Model 'whisper-base' is a speech recognition model, not a speech synthesis model. Run `lserve pull piper-en-lessac` to get one.\n");
+    const run = await cli(['run', 'whisper-base', 'hi']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe("lserve: Model 'whisper-base' is a speech recognition model, not a chat model. Run `lserve pull qwen3-0.6b` to get one.\n");
+    // The bundled OCR model is installed: it is named as such, and no pull of it is suggested.
+    const transcribe = await cli(['transcribe', '-m', 'ppocr-v4-mobile', picture]);
+    expect(transcribe.code).toBe(1);
+    expect(transcribe.stderr).toBe("lserve: Model 'ppocr-v4-mobile' is an OCR model, not a speech recognition model. Run `lserve pull whisper-base` to get one.\n");
+    const ocr = await cli(['ocr', '-m', 'piper-en-lessac', picture]);
+    expect(ocr.code).toBe(1);
+    expect(ocr.stderr).toMatch(/^lserve: Model 'piper-en-lessac' is a speech synthesis model, not an OCR model\. Installed: ppocr-v4-mobile\.\n$/);
+    for (const result of [speak, run, transcribe, ocr]) expect(result.stderr).not.toMatch(/endpoint|request|'model'/);
+  });
+
+  it('a model that is not installed exits 1 and says how to pull it', async () => {
+    const result = await cli(['speak', '-m', 'piper-en-lessac', 'Hi.']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe("lserve: Model 'piper-en-lessac' is not installed. Run `lserve pull piper-en-lessac` to download it.\n");
+  });
+
+  it('a busy port exits 1 with one line naming the address and --port', async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as net.AddressInfo;
+    try {
+      const result = await cli(['serve', '--port', String(port), '--no-ui']);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(
+        `lserve: 127.0.0.1:${port} is already in use (another lserve, or another program, is listening there); choose another port with --port, e.g. --port ${port + 1}\n`,
+      );
+    } finally {
+      await new Promise<void>((resolve) => holder.close(() => resolve()));
     }
   });
 });

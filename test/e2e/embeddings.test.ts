@@ -160,7 +160,7 @@ describe('POST /v1/embeddings', () => {
       expectError(response, status, fields);
     }
     const kind = await post(server, { model: 'rerank-test', input: 'x' });
-    expect((kind.body.error as { message: string }).message).toMatch(/is a rerank model; this endpoint needs an embedding model/);
+    expect((kind.body.error as { message: string }).message).toMatch(/is a rerank model, not an embedding model\. Installed: (.+, )?bge-test[,.]/);
     const notInstalled = await post(server, { model: 'qwen3-embedding-0.6b', input: 'x' });
     expect((notInstalled.body.error as { message: string }).message).toMatch(/lserve pull qwen3-embedding-0.6b/);
     // And the reverse: a chat endpoint asked for an embedding model.

@@ -92,7 +92,7 @@ describe('lserve imagine', () => {
     expect([noInit.code, noInit.stderr]).toEqual([2, 'lserve: --strength and --mask need --init <image>\n']);
     const size = await imagine(['x', '--size', '100x100']);
     expect(size.code).toBe(2);
-    expect(size.stderr).toMatch(/'size' must be WIDTHxHEIGHT with each side a multiple of 64 from 64 to 768/);
+    expect(size.stderr).toMatch(/^lserve: --size must be WIDTHxHEIGHT with each side a multiple of 64 from 64 to 768/);
     const missing = await cli(['imagine', 'x', '-m', 'sd-turbo']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/lserve pull sd-turbo/);

@@ -222,7 +222,7 @@ describe('POST /v1/images/img2img', () => {
     const init = (await picture()).toString('base64');
     await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x', image: init, strength: 1.5 }), 400, 'invalid_value', 'strength');
     await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x' }), 400, 'missing_required_parameter', 'image');
-    await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x', image: Buffer.from('not an image at all').toString('base64') }), 415, 'unsupported_image_format', 'image');
+    await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x', image: Buffer.from('not an image at all').toString('base64') }), 400, 'invalid_image', 'image');
     await expectError(await post('/v1/images/img2img', { model: MODEL, prompt: 'x', image: init, mask: init }), 400, 'unsupported_parameter', 'mask');
   });
 });
@@ -364,7 +364,7 @@ describe('POST /v1/images/edits', () => {
     await expectError(await form({}, [['image', image]]), 400, 'missing_required_parameter', 'mask');
     await expectError(await form({}, [['image[]', image], ['image[]', image]]), 400, 'unsupported_parameter', 'image');
     await expectError(await form({}, []), 400, 'missing_required_parameter', 'image');
-    await expectError(await form({}, [['image', Buffer.from('GIF89a broken')], ['mask', await squareMask('alpha')]]), 415, 'corrupt_image', 'image');
+    await expectError(await form({}, [['image', Buffer.from('GIF89a broken')], ['mask', await squareMask('alpha')]]), 400, 'invalid_image', 'image');
   });
 });
 

@@ -224,10 +224,13 @@ describe('GET /metrics', () => {
     expect(value(after, 'lserve_model_queue_depth', { model: 'piper-test' })).toBe(0);
   });
 
-  it('is 404 unless the server was started with metrics on', async () => {
+  it('is 404 unless the server was started with metrics on, in the error shape, naming the flag that turns them on', async () => {
     const res = await fetch(`${plain.url}/metrics`);
     expect(res.status).toBe(404);
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('unknown_route');
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await res.json()).toEqual({
+      error: { message: expect.stringContaining('`lserve serve --metrics`'), type: 'not_found_error', param: null, code: 'metrics_disabled' },
+    });
   });
 
   it('needs the API key when one is set, like every route', async () => {

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -214,6 +214,23 @@ describe('DELETE /v1/models/{id}', () => {
     expect(((await bundled.json()) as { error: { code: string } }).error.code).toBe('model_bundled');
     const bad = await fetch(`${server.url}/v1/models/..%2F..%2Fetc`, { method: 'DELETE' });
     expect([400, 404]).toContain(bad.status);
+  });
+
+  it('is a 404 in the error shape for a catalog model never installed (even after a failed pull) and for an unknown name; a partial download stays', async () => {
+    // 'missing' failed its pull above; 'bad-sum' is given a partial download as an interrupted pull leaves one.
+    const staging = path.join(server.home, 'models', '.partial', 'bad-sum');
+    await mkdir(staging, { recursive: true });
+    await writeFile(path.join(staging, 'model.onnx.part'), testBytes(1_000, 1));
+    for (const name of ['missing', 'bad-sum', 'never-heard-of-it']) {
+      const res = await fetch(`${server.url}/v1/models/${name}`, { method: 'DELETE' });
+      expect(res.status, name).toBe(404);
+      expect(await res.json(), name).toEqual({
+        error: { message: expect.stringContaining(`Model '${name}' is not installed`), type: 'not_found_error', param: 'model', code: 'model_not_found' },
+      });
+    }
+    expect(existsSync(path.join(staging, 'model.onnx.part'))).toBe(true);
+    expect((await catalog()).find((r) => r.id === 'bad-sum')).toMatchObject({ installed: false, status: 'partial', partial_bytes: 1_000 });
+    await rm(staging, { recursive: true, force: true });
   });
 
   it('removes by alias, leaving no partial files behind', async () => {

@@ -779,7 +779,7 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
       return p > 0.15 && p < 0.85;
     }, undefined, { timeout: 20_000 });
     expect(await row.locator('.badge').textContent()).toBe('pulling');
-    expect(await row.locator('.pull span').textContent()).toMatch(/kB \/ 1\.2 MB · .*\/s · model\.onnx|KB \/ 1\.2 MB · .*\/s · model\.onnx/);
+    expect(await row.locator('.pull span').textContent()).toMatch(/^[\d.]+ (kB|MB) \/ 1\.2 MB · [\d.]+ (B|kB|MB)\/s · model\.onnx$/);
     await page.fill('#models-filter', '');
     await page.fill('#models-filter', 'tiny');
     await shot('models');

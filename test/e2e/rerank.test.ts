@@ -128,7 +128,7 @@ describe('POST /v1/rerank', () => {
     ];
     for (const [body, status, fields] of bad) expectError(await rerank(server, body), status, fields);
     const kind = await rerank(server, { model: 'bge-test', query, documents });
-    expect(kind.body.error!.message).toMatch(/is an embedding model; this endpoint needs a rerank model/);
+    expect(kind.body.error!.message).toMatch(/is an embedding model, not a rerank model\. Installed: (.+, )?rerank-test[,.]/);
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
     expect((await rerank(server, { model: 'rerank-test', query, documents: ['still here'] })).status).toBe(200);
   });

@@ -37,7 +37,7 @@ describe('lserve run', () => {
 
   it('an unknown model is a one-line error', async () => {
     const res = await runCli(['--home', home, 'run', 'no-such-model', 'hi']);
-    expect(res.code).not.toBe(0);
+    expect(res.code).toBe(1);
     expect(res.stderr).toMatch(/^lserve: Model 'no-such-model' does not exist/);
   });
 

@@ -205,13 +205,14 @@ describe('local files', () => {
     const missing = await post(open, '/v1/ocr', { image_url: path.join(dir, 'missing.png') });
     expect(missing.status).toBe(400);
     expect(JSON.parse(missing.body).error.code).toBe('file_not_found');
-    // An allowed file that is no audio or image: a 415 that quotes none of it.
+    // An allowed file that is no audio or image: a 400 invalid_image / invalid_audio that quotes none of it.
     for (const [route, body] of [
       ['/v1/ocr', { image_url: path.join(dir, 'secret.txt') }],
       ['/v1/audio/transcriptions', { audio: path.join(dir, 'secret.txt') }],
     ] as const) {
       const answer = await post(open, route, body);
-      expect([404, 415]).toContain(answer.status);
+      expect([404, 400]).toContain(answer.status);
+      if (answer.status === 400) expect(JSON.parse(answer.body).error.code).toBe(route === '/v1/ocr' ? 'invalid_image' : 'invalid_audio');
       expect(answer.body).not.toMatch(/root|topsecret|\$6\$|72 6f 6f 74/);
     }
   });

@@ -126,12 +126,13 @@ describe('voice clone', () => {
     expect(withText.samples.length).toBeGreaterThan(0);
   });
 
-  it('bad references: missing → 400 naming ref_audio; not audio → 415; not base64 → 400', async () => {
+  it('bad references: missing → 400 naming ref_audio; not audio → 400 invalid_audio naming ref_audio; not base64 → 400', async () => {
     const missing = await post({ model: 'qwen-clone', input: 'Hi there.' });
     expect(missing.status).toBe(400);
     expect(((await missing.json()) as { error: { param: string } }).error.param).toBe('ref_audio');
     const garbage = await post({ model: 'qwen-clone', input: 'Hi there.', ref_audio: Buffer.from('this is not audio at all, just text').toString('base64') });
-    expect(garbage.status).toBe(415);
+    expect(garbage.status).toBe(400);
+    expect(((await garbage.json()) as { error: unknown }).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_audio', param: 'ref_audio' });
     const notBase64 = await post({ model: 'qwen-clone', input: 'Hi there.', ref_audio: 'not base64 at all!' });
     expect(notBase64.status).toBe(400);
   });

@@ -297,7 +297,7 @@ describe('bad input', () => {
     const res = await post({ model: 'ppocr-v4-mobile', input: 'Hi there.' });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: unknown }).error).toEqual({
-      message: "Model 'ppocr-v4-mobile' is an ocr model; this endpoint needs a tts model.",
+      message: expect.stringMatching(/^Model 'ppocr-v4-mobile' is an OCR model, not a speech synthesis model\. Installed: (.+, )?piper-test[,.]/),
       type: 'invalid_request_error',
       param: 'model',
       code: 'wrong_model_kind',

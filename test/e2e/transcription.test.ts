@@ -141,8 +141,8 @@ describe('POST /v1/audio/transcriptions', () => {
   it.each([
     ['no audio', 400, 'missing_required_parameter', () => postForm({ model: 'whisper-test' })],
     ['both file and audio', 400, 'invalid_value', () => postForm({ model: 'whisper-test', audio: SPEECH }, { bytes: speech, name: 'a.wav' })],
-    ['undecodable audio', 415, 'unsupported_audio_format', () => postForm({ model: 'whisper-test' }, { bytes: Buffer.from('this is not audio at all'.repeat(20)), name: 'x.wav' })],
-    ['a truncated WAV', 415, undefined, () => postForm({ model: 'whisper-test' }, { bytes: speech.subarray(0, 30), name: 'x.wav' })],
+    ['undecodable audio', 400, 'invalid_audio', () => postForm({ model: 'whisper-test' }, { bytes: Buffer.from('this is not audio at all'.repeat(20)), name: 'x.wav' })],
+    ['a truncated WAV', 400, 'invalid_audio', () => postForm({ model: 'whisper-test' }, { bytes: speech.subarray(0, 30), name: 'x.wav' })],
     ['an unknown model', 404, 'model_not_found', () => postForm({ model: 'whisper-nope' }, { bytes: speech, name: 'a.wav' })],
     ['a model of another kind', 400, 'wrong_model_kind', () => postForm({ model: 'ppocr-v4-mobile' }, { bytes: speech, name: 'a.wav' })],
     ['an unknown language', 400, 'invalid_language', () => postForm({ model: 'whisper-test', language: 'klingon' }, { bytes: speech, name: 'a.wav' })],

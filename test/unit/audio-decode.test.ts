@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { FlacFrameReader } from '../../src/audio/containers/flac.js';
 import { decodeAudio, type DecodedAudio } from '../../src/audio/decode.js';
-import { PayloadTooLargeError, UnsupportedMediaError } from '../../src/core/errors.js';
+import { InvalidMediaError, PayloadTooLargeError } from '../../src/core/errors.js';
 
 /**
  * decodeAudio on real files of every accepted container/codec (the 440 Hz
@@ -15,7 +15,7 @@ import { PayloadTooLargeError, UnsupportedMediaError } from '../../src/core/erro
  *
  * The M4A/AAC fixtures go through the optional decoder @audio/decode-aac
  * (GPL-2.0: a devDependency, never a dependency); one test hides it to check
- * the 415 that users without it get.
+ * the 400 that users without it get.
  */
 
 const TONES = new URL('../fixtures/audio/tones/', import.meta.url);
@@ -178,11 +178,11 @@ describe('decodeAudio: WebM/Matroska as live recorders write it (unknown sizes)'
     expect(recorded.samples).toEqual(plain.samples);
   });
 
-  it.each(matroska)('%s live-recorded and truncated → 415', async (name) => {
+  it.each(matroska)('%s live-recorded and truncated → 400 invalid_audio', async (name) => {
     const live = asLiveRecording(readFileSync(new URL(name, TONES)));
     const { format } = expectedFor(name);
     for (const keep of [0.9, 0.5, 0.1]) {
-      await expect415(live.subarray(0, Math.floor(live.length * keep)), new RegExp(`detected as '${format}' but could not be decoded: .*truncated`));
+      await expectInvalidAudio(live.subarray(0, Math.floor(live.length * keep)), new RegExp(`detected as '${format}' but could not be decoded: .*truncated`));
     }
   });
 });
@@ -390,17 +390,17 @@ describe('decodeAudio: FLAC frame boundaries (committed reference-encoder files)
     }
   });
 
-  it('cut inside the last frame, at a frame boundary or inside the metadata → 415 saying truncated', async () => {
+  it('cut inside the last frame, at a frame boundary or inside the metadata → 400 invalid_audio saying truncated', async () => {
     const bytes = readEdge('tone-4317.flac');
-    await expect415(bytes.subarray(0, bytes.length - 50), /detected as 'flac' but could not be decoded: the file is truncated or corrupt: its last FLAC frame \(123 bytes from byte \d+\) is cut short or damaged/);
-    await expect415(bytes.subarray(0, lastFrameAt(bytes)), /detected as 'flac' but could not be decoded: the file is truncated or corrupt: it declares 4317 samples per channel but only 4096 could be decoded/);
-    await expect415(bytes.subarray(0, 30), /detected as 'flac' but could not be decoded: the file is truncated: its FLAC metadata block declares 34 bytes but only 22 are present/);
+    await expectInvalidAudio(bytes.subarray(0, bytes.length - 50), /detected as 'flac' but could not be decoded: the file is truncated or corrupt: its last FLAC frame \(123 bytes from byte \d+\) is cut short or damaged/);
+    await expectInvalidAudio(bytes.subarray(0, lastFrameAt(bytes)), /detected as 'flac' but could not be decoded: the file is truncated or corrupt: it declares 4317 samples per channel but only 4096 could be decoded/);
+    await expectInvalidAudio(bytes.subarray(0, 30), /detected as 'flac' but could not be decoded: the file is truncated: its FLAC metadata block declares 34 bytes but only 22 are present/);
   });
 
-  it('a damaged byte inside a frame → 415 naming a corrupt frame', async () => {
+  it('a damaged byte inside a frame → 400 invalid_audio naming a corrupt frame', async () => {
     const bytes = readEdge('tone-4317.flac');
     bytes[Math.floor(lastFrameAt(bytes) / 2)] ^= 0x5a; // inside the first frame
-    await expect415(bytes, /detected as 'flac' but could not be decoded: 1 corrupt frame\(s\)/);
+    await expectInvalidAudio(bytes, /detected as 'flac' but could not be decoded: 1 corrupt frame\(s\)/);
   });
 });
 
@@ -576,30 +576,29 @@ describe('decodeAudio: WAV in every sample format', () => {
   });
 });
 
-/** Rejects with a 415 whose message matches. */
-async function expect415(bytes: Uint8Array, message: RegExp): Promise<void> {
+/** Rejects with a 400 invalid_audio (what OpenAI answers for audio it cannot decode) whose message matches. */
+async function expectInvalidAudio(bytes: Uint8Array, message: RegExp): Promise<void> {
   const error = await decodeAudio(bytes, { sampleRate: RATE }).then(
     () => undefined,
     (e: unknown) => e,
   );
-  expect(error).toBeInstanceOf(UnsupportedMediaError);
-  expect((error as UnsupportedMediaError).status).toBe(415);
-  expect((error as UnsupportedMediaError).param).toBe('file');
+  expect(error).toBeInstanceOf(InvalidMediaError);
+  expect(error).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'invalid_audio', param: 'file' });
   expect((error as Error).message).toMatch(message);
 }
 
 describe('decodeAudio: bad input', () => {
-  it('an empty buffer → 415', async () => {
-    await expect415(new Uint8Array(0), /empty \(0 bytes\): not a recognised audio format/);
+  it('an empty buffer → 400 invalid_audio', async () => {
+    await expectInvalidAudio(new Uint8Array(0), /empty \(0 bytes\): not a recognised audio format/);
   });
 
-  it('random bytes → 415 listing the supported formats', async () => {
+  it('random bytes → 400 invalid_audio listing the supported formats', async () => {
     let seed = 12345;
     const random = new Uint8Array(4096).map(() => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 16) & 0xff);
-    await expect415(random, /not a recognised audio format \(supported: wav, /);
+    await expectInvalidAudio(random, /not a recognised audio format \(supported: wav, /);
   });
 
-  it('a text file → 415 that quotes none of its bytes (the file may be a secret: /etc/shadow)', async () => {
+  it('a text file → 400 invalid_audio that quotes none of its bytes (the file may be a secret: /etc/shadow)', async () => {
     const secret = 'root:$6$saltsalt$hash:19000:0:99999:7:::\n';
     const error = await decodeAudio(new TextEncoder().encode(secret), { sampleRate: 16_000 }).then(
       () => undefined,
@@ -609,22 +608,22 @@ describe('decodeAudio: bad input', () => {
     for (const piece of ['root', '$6$', 'salt', '72 6f 6f 74']) expect(error?.message).not.toContain(piece);
   });
 
-  it('a recognised but unsupported format (MIDI) → 415 naming it', async () => {
-    await expect415(new Uint8Array([0x4d, 0x54, 0x68, 0x64, 0, 0, 0, 6, 0, 0, 0, 1, 0, 96]), /detected as 'mid', which is not supported/);
+  it('a recognised but unsupported format (MIDI) → 400 invalid_audio naming it', async () => {
+    await expectInvalidAudio(new Uint8Array([0x4d, 0x54, 0x68, 0x64, 0, 0, 0, 6, 0, 0, 0, 1, 0, 96]), /detected as 'mid', which is not supported/);
   });
 
   // Cut at 90 % and at 10 %. (An MP3 or ADTS stream cut exactly between two frames is
   // indistinguishable from a shorter file; these cuts fall inside frames.)
   const truncatable = fixtures.filter((name) => /-(8000|44100)-/.test(name) || /^(adts|mka)/.test(name));
-  it.each(truncatable)('%s truncated → 415 naming the format', async (name) => {
+  it.each(truncatable)('%s truncated → 400 invalid_audio naming the format', async (name) => {
     const bytes = readFileSync(new URL(name, TONES));
     const { format } = expectedFor(name);
     for (const keep of [0.9, 0.1]) {
-      await expect415(bytes.subarray(0, Math.floor(bytes.length * keep)), new RegExp(`detected as '${format}'.* could not be decoded: .*truncated`));
+      await expectInvalidAudio(bytes.subarray(0, Math.floor(bytes.length * keep)), new RegExp(`detected as '${format}'.* could not be decoded: .*truncated`));
     }
   });
 
-  it('a known container with a codec lserve does not decode → 415 naming the codec', async () => {
+  it('a known container with a codec lserve does not decode → 400 invalid_audio naming the codec', async () => {
     const patch = (name: string, from: string, to: string) => {
       const bytes = new Uint8Array(readFileSync(new URL(name, TONES)));
       const at = Buffer.from(bytes).indexOf(from);
@@ -632,24 +631,24 @@ describe('decodeAudio: bad input', () => {
       bytes.set(Buffer.from(to), at);
       return bytes;
     };
-    await expect415(patch('webm-48000-mono.webm', 'A_OPUS', 'A_FLAC'), /detected as 'webm', which is not supported: its audio track's codec is A_FLAC/);
-    await expect415(patch('aac-48000-mono.m4a', 'mp4a', 'Opus'), /detected as 'm4a' \(Opus\), which is not supported: its sound track's codec is 'Opus'/);
-    await expect415(patch('opus-48000-mono.ogg', 'OpusHead', 'OpusHeaX'), /detected as 'ogg' \(unknown codec\), which is not supported/);
+    await expectInvalidAudio(patch('webm-48000-mono.webm', 'A_OPUS', 'A_FLAC'), /detected as 'webm', which is not supported: its audio track's codec is A_FLAC/);
+    await expectInvalidAudio(patch('aac-48000-mono.m4a', 'mp4a', 'Opus'), /detected as 'm4a' \(Opus\), which is not supported: its sound track's codec is 'Opus'/);
+    await expectInvalidAudio(patch('opus-48000-mono.ogg', 'OpusHead', 'OpusHeaX'), /detected as 'ogg' \(unknown codec\), which is not supported/);
     const adpcm = makeWav(RATE, 1, 's16', false);
     adpcm.set([0x11, 0x00], 20); // format tag: IMA ADPCM
-    await expect415(adpcm, /detected as 'wav', which is not supported: its WAV codec \(format tag 0x0011, IMA ADPCM\) is not PCM/);
+    await expectInvalidAudio(adpcm, /detected as 'wav', which is not supported: its WAV codec \(format tag 0x0011, IMA ADPCM\) is not PCM/);
   });
 
-  it('a header with no audio → 415', async () => {
-    await expect415(makeWav(RATE, 1, 's16', false, 0), /detected as 'wav' but could not be decoded: it contains no audio samples/);
+  it('a header with no audio → 400 invalid_audio', async () => {
+    await expectInvalidAudio(makeWav(RATE, 1, 's16', false, 0), /detected as 'wav' but could not be decoded: it contains no audio samples/);
   });
 
-  it('garbage behind a valid header → 415 from the decoder', async () => {
+  it('garbage behind a valid header → 400 invalid_audio from the decoder', async () => {
     const bytes = new Uint8Array(readFileSync(new URL('aac-48000-mono.m4a', TONES)));
     // Destroy the moov box (at the end, as ffmpeg writes it) but keep the box structure.
     const moov = Buffer.from(bytes).lastIndexOf('moov');
     bytes.fill(0x41, moov + 4);
-    await expect415(bytes, /detected as 'm4a' but could not be decoded: /);
+    await expectInvalidAudio(bytes, /detected as 'm4a' but could not be decoded: /);
   });
 });
 
@@ -684,7 +683,7 @@ describe('decodeAudio: limits', () => {
 });
 
 describe('decodeAudio: M4A/AAC without the optional decoder', () => {
-  it('→ 415 that names the package, its licence and how to install it', async () => {
+  it('→ 400 invalid_audio that names the package, its licence and how to install it', async () => {
     // What Node throws for a package that is not installed.
     const notInstalled = Object.assign(new Error("Cannot find package '@audio/decode-aac' imported from /usr/lib/node_modules/lserve/dist/audio/decode.js"), {
       code: 'ERR_MODULE_NOT_FOUND',
@@ -700,8 +699,8 @@ describe('decodeAudio: M4A/AAC without the optional decoder', () => {
         ['adts-22050-stereo.aac', "'aac'"],
       ] as const) {
         const error = await decodeWithoutAac(readFileSync(new URL(name, TONES)), { sampleRate: RATE }).catch((e: unknown) => e);
-        expect((error as Error).constructor.name).toBe('UnsupportedMediaError');
-        expect(error).toMatchObject({ status: 415, code: 'unsupported_audio_format', param: 'file' });
+        expect((error as Error).constructor.name).toBe('InvalidMediaError');
+        expect(error).toMatchObject({ status: 400, code: 'invalid_audio', param: 'file' });
         const message = (error as Error).message;
         expect(message).toMatch(new RegExp(`^The audio was detected as ${label}\\. AAC \\(and ALAC\\) decoding needs the optional package @audio/decode-aac, which is not installed`));
         expect(message).toMatch(/GPL-2\.0/);

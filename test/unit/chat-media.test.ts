@@ -122,15 +122,15 @@ describe('loading media', () => {
     const animated = await sharp([red, blue], { join: { animated: true } }).gif().toBuffer();
     const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>');
     const cases: Array<[unknown, number, string | RegExp]> = [
-      [{ type: 'image_url', image_url: dataUri(red.subarray(0, red.length - 30)) }, 415, 'corrupt_image'],
+      [{ type: 'image_url', image_url: dataUri(red.subarray(0, red.length - 30)) }, 400, 'invalid_image'],
       [{ type: 'image_url', image_url: 'data:image/png;base64,' }, 400, 'empty_image'],
-      [{ type: 'image_url', image_url: dataUri(Buffer.from('not an image at all'), 'image/png') }, 415, 'unsupported_image_format'],
-      [{ type: 'image_url', image_url: dataUri(svg, 'image/svg+xml') }, 415, 'unsupported_image_format'],
-      [{ type: 'image_url', image_url: dataUri(animated, 'image/gif') }, 415, 'animated_image'],
+      [{ type: 'image_url', image_url: dataUri(Buffer.from('not an image at all'), 'image/png') }, 400, 'invalid_image'],
+      [{ type: 'image_url', image_url: dataUri(svg, 'image/svg+xml') }, 400, 'invalid_image'],
+      [{ type: 'image_url', image_url: dataUri(animated, 'image/gif') }, 400, 'invalid_image'],
       [{ type: 'image_url', image_url: dataUri(pngHeader(20_000, 20_000)) }, 413, 'image_too_large'],
       [{ type: 'image_url', image_url: 'http://127.0.0.1:9/a.png' }, 403, /private|not public|loopback/i],
       [{ type: 'image_url', image_url: '/etc/passwd' }, 403, 'local_files_forbidden'],
-      [{ type: 'input_audio', input_audio: { data: Buffer.from('RIFF....WAVEjunk').toString('base64'), format: 'wav' } }, 415, /./],
+      [{ type: 'input_audio', input_audio: { data: Buffer.from('RIFF....WAVEjunk').toString('base64'), format: 'wav' } }, 400, 'invalid_audio'],
       [{ type: 'input_audio', input_audio: { data: '%%%', format: 'mp3' } }, 400, 'invalid_base64'],
     ];
     for (const [part, status, code] of cases) {

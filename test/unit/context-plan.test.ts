@@ -75,7 +75,7 @@ describe('planContext', () => {
     const plan = await planContext(input({ budgetBytes: 6 * MiB }));
     expect(plan).toMatchObject({ contexts: 1, contextSize: 4096 });
     expect(plan.bytes).toBeLessThanOrEqual(6 * MiB);
-    expect(plan.adjusted).toMatch(/context 4096 instead of 8192, 1 context instead of 4 to fit the 6\.0 MB budget/);
+    expect(plan.adjusted).toMatch(/context 4096 instead of 8192, 1 context instead of 4 to fit the 6\.3 MB budget/);
   });
 
   it('a chat context takes an 8-bit KV cache before it takes fewer tokens, explicit or not', async () => {
@@ -100,12 +100,12 @@ describe('planContext', () => {
     await expect(refused).rejects.toMatchObject({
       status: 507,
       code: 'insufficient_memory',
-      message: "Model 'qe' needs ≈41.0 MB of context memory (40960 tokens, batch 512; --ctx-size 40960) but only 40.0 MB of the memory budget is left after its 600 MB of weights. Set a smaller context with --ctx-size, or raise --max-memory.",
+      message: "Model 'qe' needs ≈43.0 MB of context memory (40960 tokens, batch 512; --ctx-size 40960) but only 41.9 MB of the memory budget is left after its 629 MB of weights. Set a smaller context with --ctx-size, or raise --max-memory.",
     });
   });
 
   it('a default that fits nowhere, even at the floor, is refused too', async () => {
-    await expect(planContext(input({ budgetBytes: 1 * MiB }))).rejects.toThrow(/needs ≈1\.5 MB of context memory \(512 tokens, batch 512; default 8192\)/);
+    await expect(planContext(input({ budgetBytes: 1 * MiB }))).rejects.toThrow(/needs ≈1\.6 MB of context memory \(512 tokens, batch 512; default 8192\)/);
   });
 
   it('chat sequences multiply the cost of one context and are named in the advice', async () => {

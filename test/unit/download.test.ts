@@ -96,7 +96,8 @@ describe('pullModel against a local hub mirror', () => {
     const first = await pullModel(store, 'resumable', { retries: 0 }).catch((e: unknown) => e);
     expect(first).toBeInstanceOf(StoreError);
     expect((first as StoreError).code).toBe('download_interrupted');
-    expect((first as StoreError).message).toMatch(/resume/);
+    // Bytes were kept: the message says so, and that a rerun resumes.
+    expect((first as StoreError).message).toMatch(/The 120 kB downloaded so far are kept: run the pull again to resume\.$/);
     expect(await store.list()).toEqual([]);
     const part = path.join(store.partialDir('resumable'), 'resume.bin.part');
     const kept = (await stat(part)).size;
@@ -197,9 +198,12 @@ describe('pullModel against a local hub mirror', () => {
     try {
       const error = (await pullModel(store, 'offline').catch((e: unknown) => e)) as StoreError;
       expect(error.code).toBe('network_unreachable');
-      expect(error.message).toContain('ECONNREFUSED');
+      expect(error.message).toContain(`Could not connect to http://127.0.0.1:${port}: connection refused (ECONNREFUSED)`);
       expect(error.message).toContain(`http://127.0.0.1:${port}/${REPO}/resolve/main/x.bin`);
       expect(error.message).toContain('HF_ENDPOINT');
+      // Nothing came, so nothing is kept and nothing is promised.
+      expect(error.message).not.toMatch(/interrupted|resume/i);
+      expect(existsSync(store.partialDir('offline'))).toBe(false);
     } finally {
       process.env.HF_ENDPOINT = mirror.endpoint;
     }
@@ -253,7 +257,12 @@ describe('pullModel against a local hub mirror', () => {
     // A pull killed outright (SIGKILL, a second Ctrl-C) leaves its lock behind, its heartbeat stopped.
     const dead = spawnSync(process.execPath, ['-e', '']).pid!;
     await writeStaleLock(path.join(staging, '.lock'), `${dead} gone\n`);
-    expect(await store.remove('locked')).toBe(true);
+    // Not installed, but the partial download was there to remove.
+    expect(await store.remove('locked')).toBe('partial');
+    expect(existsSync(staging)).toBe(false);
+    // An empty staging directory is nothing: removed, and said so.
+    await mkdir(staging, { recursive: true });
+    expect(await store.remove('locked')).toBe('none');
     expect(existsSync(staging)).toBe(false);
   });
 
@@ -344,9 +353,9 @@ describe('ModelStore user models', () => {
     await expect(store.registerLocal(file, { kind: 'chat', id: 'taken' })).rejects.toMatchObject({ code: 'id_taken' });
     await expect(store.registerLocal(path.join(home, 'nope.gguf'), { kind: 'chat' })).rejects.toMatchObject({ code: 'file_not_found' });
 
-    expect(await store.remove('my-model.q4')).toBe(true);
+    expect(await store.remove('my-model.q4')).toBe('installed');
     expect(await store.list()).toEqual([]);
     expect(existsSync(file)).toBe(true);
-    expect(await store.remove('my-model.q4')).toBe(false);
+    expect(await store.remove('my-model.q4')).toBe('none');
   });
 });

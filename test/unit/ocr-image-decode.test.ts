@@ -93,14 +93,14 @@ describe('decodeImage', () => {
 
   it('maps every bad input to a typed error', async () => {
     const png = await solid(64, 64, '#123456').png().toBuffer();
-    await expect(decodeImage(Buffer.alloc(0))).rejects.toMatchObject({ status: 400, code: 'empty_image' });
-    await expect(decodeImage(Buffer.from('just some text, not an image'))).rejects.toMatchObject({ status: 415, code: 'unsupported_image_format' });
-    await expect(decodeImage(png.subarray(0, png.length - 40))).rejects.toMatchObject({ status: 415, code: 'corrupt_image' });
+    await expect(decodeImage(Buffer.alloc(0))).rejects.toMatchObject({ status: 400, code: 'invalid_image', param: 'image' });
+    await expect(decodeImage(Buffer.from('just some text, not an image'))).rejects.toMatchObject({ status: 400, code: 'invalid_image', param: 'image' });
+    await expect(decodeImage(png.subarray(0, png.length - 40))).rejects.toMatchObject({ status: 400, code: 'invalid_image', param: 'image' });
     await expect(decodeImage(pngHeader(20_000, 20_000))).rejects.toMatchObject({ status: 413, code: 'image_too_large' });
     await expect(decodeImage(png, { maxPixels: 100 })).rejects.toMatchObject({ status: 413 });
-    await expect(decodeImage(Buffer.from('BM\0\0\0\0'))).rejects.toMatchObject({ status: 415, code: 'corrupt_image' });
+    await expect(decodeImage(Buffer.from('BM\0\0\0\0'))).rejects.toMatchObject({ status: 400, code: 'invalid_image', param: 'image' });
     const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>');
-    await expect(decodeImage(svg)).rejects.toMatchObject({ status: 415, code: 'unsupported_image_format' });
+    await expect(decodeImage(svg)).rejects.toMatchObject({ status: 400, code: 'invalid_image', param: 'image' });
   });
 });
 

@@ -4,7 +4,7 @@ import { MissingDecoderError, reasonOf, type PieceDecoder } from './piece.js';
  * M4A/MP4 (AAC, ALAC) and raw AAC (ADTS) through the OPTIONAL package
  * @audio/decode-aac (FAAD2, GPL-2.0), which lserve does not depend on: loaded
  * when the user has installed it, else a MissingDecoderError that says how
- * (a 415 from decodeAudio). Kept apart so that the licence boundary is one file.
+ * (a 400 from decodeAudio). Kept apart so that the licence boundary is one file.
  */
 
 /** The optional AAC/ALAC decoder: GPL-2.0 (FAAD2), so never a dependency of lserve; used when the user installed it. */

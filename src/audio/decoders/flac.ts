@@ -18,7 +18,7 @@ import { openStreaming } from './wasm.js';
  * is not safe: after a call that outputs no samples the package frees its
  * previous output buffer again (before any frame: an uninitialised pointer).
  * The same happens after a frame that fails, so once one has failed (the
- * file is a 415 then) no more are decoded; a frame after it in the same call
+ * file is a 400 then) no more are decoded; a frame after it in the same call
  * may make the decoder trap, and freeing the decoder may fail harmlessly
  * (the wasm instance is dropped with it).
  *

@@ -2,7 +2,7 @@
  * What every codec adapter in this folder hands decodeAudio (../decode.ts):
  * a PieceDecoder fed the file piece by piece, and the PCM it returns. Also
  * the helpers they share: the wasm-audio-decoders result → Pcm, joining PCM,
- * and the error types and wording that decodeAudio maps to its 415s.
+ * and the error types and wording that decodeAudio maps to its 400s (invalid_audio).
  */
 
 /**
@@ -64,10 +64,10 @@ export function concatPcm(parts: Pcm[]): Pcm {
   return { channelData, sampleRate: filled[0]!.sampleRate };
 }
 
-/** An Error whose message reaches the 415 as is, and which says the decoder is missing rather than the file bad. */
+/** An Error whose message reaches the 400 as is, and which says the decoder is missing rather than the file bad. */
 export class MissingDecoderError extends Error {}
 
-/** An error's first line (at most 200 characters), as the 415 quotes it. */
+/** An error's first line (at most 200 characters), as the 400 quotes it. */
 export function reasonOf(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   const line = message.split('\n')[0]!.trim();

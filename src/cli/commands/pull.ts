@@ -12,7 +12,7 @@ import type { Engine } from '../../core/engine.js';
 import { StoreError } from '../../core/errors.js';
 import { formatBytes } from '../../core/units.js';
 import { createEngine, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt } from '../context.js';
-import { CliError, EXIT_USAGE } from '../errors.js';
+import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
 import { createPullProgress, formatDuration, progressMode } from '../views/pull-progress.js';
 
 /** Signals that stop a pull cleanly (partial files kept, lock released); the exit status is 128 + the signal's number, as shells report such a death (130 after Ctrl-C). */
@@ -101,7 +101,7 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
   } else if (!isUrl && !localPath) {
     const close = engine.catalog.suggest(target);
     const hint = close.length ? ` Did you mean ${close.map((c) => `'${c}'`).join(', ')}?` : '';
-    throw new CliError(`Unknown model '${target}'.${hint} Run \`lserve list --all\` to see the catalog, or pass a file path or URL with --kind.`, EXIT_USAGE);
+    throw new CliError(`Unknown model '${target}'.${hint} Run \`lserve list --all\` to see the catalog, or pass a file path or URL with --kind.`, EXIT_FAILURE);
   }
   const kind = entry ? undefined : requireKind(flags.kind, target);
   const directory = localPath !== undefined && isDirectory(localPath);
@@ -154,7 +154,16 @@ async function pull(engine: Engine, target: string, flags: PullFlags): Promise<v
     if (controller.signal.aborted) {
       const name = entry?.id ?? target;
       const status = 128 + os.constants.signals[controller.signal.reason as NodeJS.Signals];
-      throw new CliError(`Interrupted. The partial download is kept; run \`lserve pull ${name}\` again to resume.`, status);
+      // A URL's id is decided inside the pull: what it kept goes unmeasured, and unpromised.
+      const kept = entry ? await engine.store.partialBytes(entry.id) : undefined;
+      throw new CliError(
+        kept === undefined
+          ? `Interrupted. Whatever was downloaded is kept; run \`lserve pull ${name}\` again to resume.`
+          : kept > 0
+            ? `Interrupted. The ${formatBytes(kept)} downloaded so far are kept; run \`lserve pull ${name}\` again to resume.`
+            : 'Interrupted before anything was downloaded.',
+        status,
+      );
     }
     throw error;
   } finally {

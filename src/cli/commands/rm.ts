@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { isLserveError } from '../../core/errors.js';
 import { createEngine, globalOptions } from '../context.js';
+import { formatBytes } from '../../core/units.js';
 import { EXIT_FAILURE } from '../errors.js';
 
 export function rmCommand(): Command {
@@ -17,11 +18,15 @@ export function rmCommand(): Command {
         try {
           const installed = await engine.store.resolve(name);
           const id = installed?.id ?? engine.catalog.get(name)?.id ?? name;
-          if (await engine.store.remove(name)) {
+          const partialBytes = await engine.store.partialBytes(id);
+          const outcome = await engine.store.remove(name);
+          if (outcome === 'installed') {
             process.stdout.write(installed?.source === 'local' ? `Unregistered ${id} (the file itself was kept)\n` : `Removed ${id}\n`);
+          } else if (outcome === 'partial') {
+            process.stdout.write(`Removed the partial download of ${id} (${formatBytes(partialBytes)}); it was never installed\n`);
           } else {
             failed++;
-            process.stderr.write(`lserve: '${name}' is not installed (run \`lserve list\` to see installed models)\n`);
+            process.stderr.write(`lserve: ${notInstalled(name)}\n`);
           }
         } catch (error) {
           if (!isLserveError(error)) throw error;
@@ -32,4 +37,9 @@ export function rmCommand(): Command {
       await engine.close();
       if (failed) process.exitCode = EXIT_FAILURE;
     });
+}
+
+/** The error for a name with nothing to remove, in the words every command uses for a model that is not installed. */
+function notInstalled(name: string): string {
+  return `'${name}' is not installed (run \`lserve list\` to see installed models)`;
 }

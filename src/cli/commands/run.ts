@@ -4,7 +4,7 @@ import { chatCompletionFrom } from '../../api/chat.js';
 import { readFile } from 'node:fs/promises';
 import { chat, checkChatMedia, collectChat, MEDIA_MARKER, type ChatMedia, type ChatMessage, type ChatRequest } from '../../core/tasks/chat.js';
 import { decodeChatMedia } from '../../core/tasks/chat-media.js';
-import { CliError, EXIT_USAGE } from '../errors.js';
+import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
 import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
 
 interface RunFlags extends EngineFlags {
@@ -36,11 +36,11 @@ function requestOptions(flags: RunFlags): Omit<ChatRequest, 'model' | 'messages'
   };
 }
 
-/** The --image and --audio files, read (a missing one is a usage error naming it). */
+/** The --image and --audio files, read (a missing one is an error naming it: exit 1, as for any input file). */
 async function mediaFiles(flags: RunFlags): Promise<ChatMedia[]> {
   const read = async (kind: ChatMedia['kind'], flag: string, file: string): Promise<ChatMedia> => {
     const bytes = await readFile(file).catch((error: NodeJS.ErrnoException) => {
-      throw new CliError(`${flag} ${file}: ${error.code === 'ENOENT' ? 'no such file' : error.message}`, EXIT_USAGE);
+      throw new CliError(`${flag} ${file}: ${error.code === 'ENOENT' ? 'no such file' : error.message}`, EXIT_FAILURE);
     });
     return { kind, param: `${flag} ${file}`, source: { bytes } };
   };

@@ -6,7 +6,7 @@ import { parseList } from '../../http/remote-input.js';
 import { checkPrivateAllowList } from '../../http/net/fetch-public.js';
 import { filesLocation } from '../files-location.js';
 import { checkDatabaseUrl, redactUrl } from '../../core/state/open.js';
-import { CliError, EXIT_USAGE } from '../errors.js';
+import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
 import { ALIAS_HELP, ALIAS_VENDOR_CHAT_HELP, ALIASES_HELP, DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
 import { CACHE_RAM_HELP, collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
 
@@ -142,6 +142,8 @@ Examples:
         databaseUrl,
         databasePoolMax,
         log,
+      }).catch((error: unknown) => {
+        throw listenError(error, flags.host, port);
       });
       const models = await engine.store.list();
       log(`lserve listening on ${server.url}/v1 (${models.length} model${models.length === 1 ? '' : 's'}: ${models.map((m) => m.id).join(', ') || 'none — run `lserve pull <id>`'})`);
@@ -175,6 +177,22 @@ Examples:
       process.on('SIGINT', () => stop('SIGINT'));
       process.on('SIGTERM', () => stop('SIGTERM'));
     });
+}
+
+/**
+ * A listener that could not start, said in one line with what to do: a port
+ * another program holds, one the user may not bind, a --host that is no
+ * address here. Anything else goes up unchanged.
+ */
+function listenError(error: unknown, host: string, port: number): unknown {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  if (code === 'EADDRINUSE') {
+    return new CliError(`${address} is already in use (another lserve, or another program, is listening there); choose another port with --port, e.g. --port ${port === 65535 ? 8081 : port + 1}`, EXIT_FAILURE);
+  }
+  if (code === 'EACCES') return new CliError(`not allowed to listen on ${address} (ports below 1024 need privileges); choose another port with --port, e.g. --port 8080`, EXIT_FAILURE);
+  if (code === 'EADDRNOTAVAIL') return new CliError(`cannot listen on ${address}: ${host} is not an address of this machine; check --host (127.0.0.1 for this machine only, 0.0.0.0 for every interface)`, EXIT_FAILURE);
+  return error;
 }
 
 /** --drain-timeout / --drain-grace in milliseconds: a duration of 0 or more. */

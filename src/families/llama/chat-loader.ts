@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { LlamaContext, LlamaContextOptions, LlamaModel } from 'node-llama-cpp';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import type { InstalledModel } from '../../core/store.js';
+import { formatBytes } from '../../core/units.js';
 import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextRequest } from '../../runtimes/llama/context-plan.js';
 import { installDecodeGate } from '../../runtimes/llama/decode-gate.js';
 import { KvCells } from '../../runtimes/llama/kv-cells.js';
@@ -34,8 +35,8 @@ import { SlotPool } from './chat-slots.js';
  * `--cache-ram` (state-cache.ts), and restored when they come back.
  */
 
-/** Host memory for conversations whose sequence is needed elsewhere, unless `--cache-ram` says: llama-server's default. */
-export const DEFAULT_CACHE_RAM_BYTES = 8 * 1024 ** 3;
+/** Host memory for conversations whose sequence is needed elsewhere, unless `--cache-ram` says: 8 GB, as documented (llama-server's default is 8192 MiB). */
+export const DEFAULT_CACHE_RAM_BYTES = 8_000_000_000;
 
 export const chatLoader: Loader<LlamaChatModel> = {
   async load(installed: InstalledModel, options: LoadOptions): Promise<LlamaChatModel> {
@@ -67,7 +68,7 @@ async function loadOn(model: LlamaModel, installed: InstalledModel, options: Loa
   }
   const cacheBytes = options.cacheRamBytes ?? DEFAULT_CACHE_RAM_BYTES;
   const cache = cacheBytes > 0 ? SequenceStateCache.create(cacheBytes) : undefined;
-  log(`${installed.id}: ${cache ? `conversations a sequence gives up are kept in host memory, up to ${formatGiB(cache.limitBytes)}` : 'no host cache (--cache-ram 0)'}`);
+  log(`${installed.id}: ${cache ? `conversations a sequence gives up are kept in host memory, up to ${formatBytes(cache.limitBytes)}` : 'no host cache (--cache-ram 0)'}`);
   // The decode gate goes on after the projector's hook, so that it wraps it and sees whole requests.
   const ready = async ({ context, info }: ChatContext): Promise<ChatContextState> => {
     await projector?.installDecode(context);
@@ -155,10 +156,6 @@ async function createChatContext(
     bytes: plan.bytes * (context.contextSize / plan.contextSize),
   };
   return { context, info };
-}
-
-function formatGiB(bytes: number): string {
-  return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
 }
 
 /** The model's projector (its mmproj file) on llama.cpp's multimodal library, where the binary has it; logs what the model takes. */

@@ -5,7 +5,7 @@ import { isBundled, type CatalogEntry } from '../../core/catalog.js';
 import { pullModel, type PullEvent } from '../../core/download.js';
 import { listingRow, listModels, type ModelListing } from '../../core/listing.js';
 import { InvalidRequestError, LserveError, ModelNotFoundError, StoreError } from '../../core/errors.js';
-import { localFileNames } from '../../core/store.js';
+import { localFileNames, type RemoveOutcome } from '../../core/store.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
@@ -106,18 +106,21 @@ export function modelStoreRouter(ctx: ServerContext): Router {
     if (entry && isBundled(entry)) throw new InvalidRequestError(`'${entry.id}' is bundled with lserve and cannot be removed.`, { param: 'model', code: 'model_bundled' });
     const installed = await engine.store.resolve(name);
     const id = installed?.id ?? entry?.id ?? name;
+    if (pulling.has(id)) throw conflict(`A pull of '${id}' is running on this server; cancel it (close its request) or wait for it to finish.`, 'pull_in_progress');
+    // Nothing installed is nothing to delete: a 404, and a partial download of it stays for the next pull to resume.
+    if (!installed) throw new ModelNotFoundError(`Model '${name}' is not installed. GET /v1/catalog lists the installed ones.`);
     const busy = engine.manager.loaded().find((m) => m.id === id)?.activeRequests ?? 0;
     if (busy > 0) throw conflict(`'${id}' is answering ${busy} request${busy === 1 ? '' : 's'}; remove it when ${busy === 1 ? 'it is' : 'they are'} done.`, 'model_busy');
-    if (pulling.has(id)) throw conflict(`A pull of '${id}' is running on this server; cancel it (close its request) or wait for it to finish.`, 'pull_in_progress');
     await engine.manager.unload(id);
-    let removed: boolean;
+    let removed: RemoveOutcome;
     try {
       removed = await engine.store.remove(id);
     } catch (error) {
       if (error instanceof StoreError && error.code === 'pull_in_progress') throw conflict(error.message.replace(/; stop it.*$/, '; wait for it to finish.'), 'pull_in_progress');
       throw error;
     }
-    if (!removed) throw new ModelNotFoundError(`Model '${name}' is not installed. GET /v1/catalog lists the installed ones.`);
+    // Removed by someone else meanwhile (another process on the same store).
+    if (removed !== 'installed') throw new ModelNotFoundError(`Model '${name}' is not installed. GET /v1/catalog lists the installed ones.`);
     const body: ModelDeleted = { id, object: 'model', deleted: true };
     res.json(body);
   });

@@ -95,7 +95,7 @@ export function createStreamingLoader(supervisorOptions: SupervisorOptions = {})
     async load(model: InstalledModel, options: LoadOptions): Promise<StreamingRecognizer> {
       const started = Date.now();
       // One thread per recognizer unless told otherwise: streams run side by side, and measured on 2 cores
-      // (bench/README.md) 1 thread sustained 24 real-time streams at 20/24 ms p50/p95 where 2 threads managed 8.
+      // (bench/asr.md) 1 thread sustained 24 real-time streams at 20/24 ms p50/p95 where 2 threads managed 8.
       const threads = options.threads > 0 ? options.threads : 1;
       const config = recognizerConfig(model, threads);
       if (options.log) engineLog = options.log;

@@ -144,7 +144,7 @@ const pulled = await runLserve(home, ['pull', model, '--kind', 'chat', '--id', M
 if (pulled.code !== 0) throw new Error(pulled.output);
 const lserve = await startLserve(home, ['--threads', String(THREADS), ...(args.parallel ? ['--parallel', args.parallel] : [])]);
 const bin = args['skip-llama'] ? undefined : llamaBin(args['llama-bin'], 'llama-server');
-if (!args['skip-llama'] && !bin) console.error(`no llama-server in ${args['llama-bin']} (bench/README.md: how to build it); lserve alone`);
+if (!args['skip-llama'] && !bin) console.error(`no llama-server in ${args['llama-bin']} (bench/text.md, "llama.cpp reference binaries": how to build it); lserve alone`);
 const results: Record<string, { lserve: Measure[]; llama?: Measure[] }> = {};
 try {
   for (const api of args.apis.split(',') as Api[]) {

@@ -12,7 +12,7 @@
  *                        [--stream-seconds 8] [--capacity 8,16,24,32,48]
  *                        [--skip oneshot,int8,whispercpp,profile,stream,decode]
  *
- * whisper.cpp is the reference when its CLI is built (see bench/README.md,
+ * whisper.cpp is the reference when its CLI is built (see bench/asr.md,
  * "whisper.cpp reference"); without it the one-shot section runs lserve alone.
  */
 import os from 'node:os';

@@ -9,7 +9,7 @@
  * DIR holds model.gguf and mmproj.gguf. A random-weight Qwen2-VL-2B-sized
  * pair (1.6 + 1.3 GB, f16; `--bench-outtype q8_0` for a Q8_0 projector):
  *   python scripts/golden/qwen2_vl.py --bench DIR      (test/golden/qwen2-vl/README.md: the Python it needs)
- * llama-server: built from node-llama-cpp's bundled source (bench/README.md).
+ * llama-server: built from node-llama-cpp's bundled source (bench/text.md, "llama.cpp reference binaries").
  *
  * Each run sends one user turn, a new image (a synthetic drawing with one
  * pixel changed per run, so no side reuses an encoded image) and a short
@@ -54,7 +54,7 @@ const tokens = Number(args.tokens);
 const [width, height] = args.size.split('x').map(Number) as [number, number];
 const server = llamaBin(args['llama-bin'], 'llama-server');
 if (!server) {
-  console.error(`no llama-server in ${args['llama-bin']} (bench/README.md: how to build it)`);
+  console.error(`no llama-server in ${args['llama-bin']} (bench/text.md, "llama.cpp reference binaries": how to build it)`);
   process.exit(2);
 }
 

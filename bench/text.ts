@@ -341,7 +341,7 @@ async function llamacppSection(chatFile: string): Promise<void> {
       await ls.stop();
     }
   }
-  if (!serverBin && !benchBin) console.log('  (not built: see bench/README.md, "llama.cpp reference")');
+  if (!serverBin && !benchBin) console.log('  (not built: see bench/text.md, "llama.cpp reference binaries")');
 }
 
 /**

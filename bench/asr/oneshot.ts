@@ -227,6 +227,6 @@ export async function oneShotSection(report: Report, o: OneShotOptions): Promise
     if (Number.isFinite(q8Rtf)) report.row(`RTF ratio lserve q8 / ${label} at ${n} tokens`, fmt(q8Rtf / normalised, 2));
     if (goal && first.systemInfo) report.note(`whisper.cpp system_info: ${first.systemInfo}`);
   }
-  if (o.withWhisperCpp && !cli) report.note(`(whisper.cpp: no whisper-cli in ${o.whisperBin}; see bench/README.md, "whisper.cpp reference")`);
+  if (o.withWhisperCpp && !cli) report.note(`(whisper.cpp: no whisper-cli in ${o.whisperBin}; see bench/asr.md, "whisper.cpp reference")`);
   return { lserveNormalisedRtf, cppNormalisedRtf, q8NormalisedRtf: q8Rtf };
 }

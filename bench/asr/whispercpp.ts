@@ -4,7 +4,7 @@ import path from 'node:path';
 
 /**
  * whisper.cpp's own CLI (whisper-cli, built from the source nodejs-whisper
- * ships: see bench/README.md) on a GGML file, its timings parsed from
+ * ships: see bench/asr.md) on a GGML file, its timings parsed from
  * whisper_print_timings: mel, encode (runs = 30 s windows), decode (runs =
  * single-token steps), batchd, prompt (runs = prompt evaluations), fallbacks.
  */

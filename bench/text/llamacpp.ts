@@ -6,7 +6,7 @@ import path from 'node:path';
  * llama.cpp's own tools on the same GGUF, for the speed reference: llama-bench
  * (pure generation, no HTTP) and llama-server (the OpenAI endpoint over HTTP).
  * Built from the llama.cpp source that node-llama-cpp bundles (see
- * bench/README.md); skipped when the binaries are not there.
+ * bench/text.md); skipped when the binaries are not there.
  */
 
 export function llamaBin(dir: string, name: string): string | undefined {

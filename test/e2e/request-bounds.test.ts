@@ -19,7 +19,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
  * Every request field that multiplies work or memory has a documented bound
- * (README "Limits", DESIGN.md §3). For each, a value just over it is refused
+ * (docs/api.md, "Limits"; DESIGN.md §3). For each, a value just over it is refused
  * with the limit in the message and the field in `param`, and a value at it
  * is not refused for that field. Schema bounds hold before the model is even
  * resolved: a request naming a model that is not installed still gets the

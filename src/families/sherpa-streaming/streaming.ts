@@ -85,7 +85,7 @@ export function createStreamingLoader(options: RecognizerOptions = {}): Streamin
     async load(model: InstalledModel, loadOptions: LoadOptions): Promise<StreamingRecognizer> {
       const started = Date.now();
       // One thread per recognizer unless told otherwise: streams run side by side, and measured on 2 cores
-      // (bench/README.md) 1 thread sustained 24 real-time streams at 20/24 ms p50/p95 where 2 threads managed 8.
+      // (bench/asr.md) 1 thread sustained 24 real-time streams at 20/24 ms p50/p95 where 2 threads managed 8.
       const threads = loadOptions.threads > 0 ? loadOptions.threads : 1;
       const loaded = await recognizer.load(model.id, recognizerConfig(model, threads), loadOptions);
       loadOptions.log?.(`${model.id}: sherpa-onnx streaming recognizer loaded in ${Date.now() - started} ms (${threads} threads, process ${recognizer.pid})`);

@@ -73,7 +73,7 @@ const WORKSPACE_PER_WEIGHT_AT_512 = 0.5;
 /**
  * ONNX Runtime's memory settings for the pipeline's graphs (measured with
  * bench/images/memory.ts on SD-Turbo-sized fp32 graphs at 512×512; see
- * bench/README.md). The memory pattern is off: on top of the arena, every
+ * bench/images.md). The memory pattern is off: on top of the arena, every
  * graph's second run allocated a second copy of its activations (UNet
  * 0.77 → 1.5 GB, VAE decoder 1.1 → 2.1 GB) and gained no speed. The arena
  * stays on: without it, every run takes its activations fresh from the

@@ -8,7 +8,7 @@ import { run, succeeds } from './build-process.js';
  * threadpool addon's folder. node-llama-cpp's prebuilt variants are compiled
  * by GCC 11, whose f16 kernels are slow: an f16 image projector encodes
  * 2.25× slower with its libggml-cpu-zen4.so than with the same source built
- * by GCC 12 (bench/README.md). These are built from the llama.cpp source
+ * by GCC 12 (bench/chat-media.md). These are built from the llama.cpp source
  * node-llama-cpp bundles, with its release build's options, by the compiler
  * at hand, and replace the prebuilt files of the same names; the other
  * variants stay node-llama-cpp's, and ggml still keeps whichever variant in

@@ -96,7 +96,7 @@ const POOLING_LAST = 3;
  * Tokens per decode for a causal embedder fed in chunks. llama.cpp computes
  * (and keeps a buffer for) full-vocabulary logits for every token of an
  * embedding batch, read by nobody: 151936 × batch × 4 B for Qwen3, 297 MiB a
- * context at 512. Measured on a 0.6B-sized Qwen3-Embedding (bench/README.md):
+ * context at 512. Measured on a 0.6B-sized Qwen3-Embedding (bench/text.md):
  * 128 holds RSS after long inputs at 3.1 GB instead of 4.0 GB with no
  * measurable cost at 100-token inputs and ~5 % (noise level) at 1000; 64 saves
  * little more and is ~20 % slower on long inputs.

@@ -24,7 +24,7 @@ import { addonSources, buildMetadataOf } from './threadpool-addon.js';
  *   node-llama-cpp would run on the CPU anyway: it links the CPU-only libraries.
  * - `prebuilt`: node-llama-cpp's prebuilt binary (GPU builds included); the
  *   default where no threadpool addon applies. It starts a fresh CPU
- *   threadpool per decode: ≈ 0.87× llama-server on one stream (bench/README.md).
+ *   threadpool per decode: ≈ 0.87× llama-server on one stream (bench/text.md).
  * - `lastBuild`: whatever `npx --no node-llama-cpp source download` built last.
  * - `auto`: node-llama-cpp decides, and may compile llama.cpp for minutes.
  *
@@ -178,7 +178,7 @@ async function createRuntime(choice: LlamaBuildChoice, addon: string | undefined
   // 2-core machine), and a context given no thread count takes all of it.
   // More ggml threads than cores spin-wait against each other at every op:
   // measured on 2 cores with a synthetic Qwen3-0.6B Q8_0, decode ran at a
-  // median 11.4 tok/s with 4 threads against 15.0 with 2 (bench/README.md).
+  // median 11.4 tok/s with 4 threads against 15.0 with 2 (bench/text.md).
   // llama.cpp's own tools default to the math-core count; so do we.
   runtime.maxThreads = runtime.cpuMathCores;
   factsOf.set(runtime, { build: choice, variant: loadedVariant(), amx });

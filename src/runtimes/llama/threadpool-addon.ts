@@ -14,7 +14,7 @@ import { buildCpuVariants, CPU_VARIANT_RECIPE } from './cpu-variant-build.js';
  * per context, as llama.cpp's own tools attach) and linked against the
  * prebuilt llama.cpp libraries already installed. The prebuilt addon lets
  * ggml start and join a fresh threadpool for every decode, which costs
- * ≈ 20 % of single-stream speed (bench/README.md).
+ * ≈ 20 % of single-stream speed (bench/text.md).
  *
  * It also carries lserve's binding of llama.cpp's multimodal library
  * (lserveMtmd.cpp: images and audio in chat, runtimes/llama/mtmd.ts), with

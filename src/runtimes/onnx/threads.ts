@@ -21,7 +21,7 @@ import os from 'node:os';
  * - a stage that runs beside another of its pipeline (the Qwen3-TTS codec
  *   decoder, decoding a block while the frame loop makes the next) gets the
  *   budget as well. Giving it less was measured (2 cores, a decoder of the
- *   real one's arithmetic; bench/README.md): with 1 thread beside the loop's
+ *   real one's arithmetic; bench/tts.md): with 1 thread beside the loop's
  *   2 the real-time factor hardly changed (14 paired runs: median ratio
  *   0.98, spread 0.68–1.40 on a shared machine) and the first audio came
  *   0.3–1.4 s later in 13 of 14: ORT's idle threads sleep, so the overlap

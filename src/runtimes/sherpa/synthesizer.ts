@@ -25,7 +25,7 @@ import { SherpaSupervisor, type EngineHooks, type SherpaModel, type SupervisorOp
  * phonemizes, and espeak-ng then copies the voice (≈ 1.4 KB) into its wave
  * generator's queue, to be freed when audio is generated — which never
  * happens, as only phonemes are asked for. Measured through the server
- * (bench/speech-memory.ts, bench/README.md), the process grew ≈ 4.7 KB a
+ * (bench/speech-memory.ts, bench/speech-memory.md), the process grew ≈ 4.7 KB a
  * request of one or two syntheses without levelling off: the copies, and
  * the heap they keep from being returned.
  */

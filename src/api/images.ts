@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_GUIDANCE_SCALE, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_PROMPT_CHARS, MAX_STEPS } from '../core/tasks/image/options.js';
 import { OUTPUT_FORMATS } from '../image/rgba.js';
+import type { ImageRequest } from '../core/tasks/image.js';
 import { keepAliveField } from './common.js';
 
 /**
@@ -117,4 +118,23 @@ export type ImageStreamEvent =
 export interface ImagesResponse {
   created: number;
   data: ImageData[];
+}
+
+/** The image task's request for a checked body's common fields (an edit's or img2img's input image is the route's to read and add). */
+export function toImageRequest(body: ImageGenerationBody): ImageRequest {
+  const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
+  return {
+    model: opt(body.model),
+    prompt: body.prompt,
+    negativePrompt: opt(body.negative_prompt),
+    n: opt(body.n),
+    size: opt(body.size),
+    steps: opt(body.steps),
+    guidanceScale: opt(body.guidance_scale),
+    seed: opt(body.seed),
+    outputFormat: opt(body.output_format),
+    outputCompression: opt(body.output_compression),
+    vae: opt(body.vae),
+    keepAliveMs: body.keep_alive,
+  };
 }

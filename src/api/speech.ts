@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SPEECH_FORMATS } from '../audio/encode/types.js';
+import type { SpeakRequest } from '../core/tasks/speak.js';
 import { keepAliveField } from './common.js';
 
 /**
@@ -62,4 +63,22 @@ export interface SpeechResponse {
 /** The specification's stream job response. */
 export interface SpeechJobResponse {
   stream_url: string;
+}
+
+/** The speech task's request for a checked body, with `ref_audio` already read into bytes (a path, URL or data URI is the route's to fetch). */
+export function toSpeakRequest(body: SpeechRequestBody, refAudio: Uint8Array | undefined): SpeakRequest {
+  return {
+    model: body.model,
+    input: body.input,
+    voice: body.voice,
+    speaker: body.speaker,
+    voiceDescription: body.voice_description ?? body.instructions,
+    refAudio,
+    refText: body.ref_text,
+    language: body.language,
+    speed: body.speed,
+    frames: body.frames,
+    seed: body.seed,
+    keepAliveMs: body.keep_alive,
+  };
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { RESPONSE_FORMATS } from '../core/tasks/transcribe/formats.js';
+import type { TranscribeRequest } from '../core/tasks/transcribe.js';
 import { keepAliveField } from './common.js';
 
 /*
@@ -44,4 +45,32 @@ export interface TranscriptionResponse {
   text: string;
   language: string;
   duration: number;
+}
+
+/** Multipart fields are text: numbers and lists become numbers and arrays (anything else is left for the schema to refuse). */
+export function transcriptionFormFields(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null) return body;
+  const fields: Record<string, unknown> = { ...(body as Record<string, unknown>) };
+  if (typeof fields.temperature === 'string' && fields.temperature.trim() !== '' && Number.isFinite(Number(fields.temperature))) fields.temperature = Number(fields.temperature);
+  if (typeof fields.stream === 'string') fields.stream = fields.stream === 'true' ? true : fields.stream === 'false' ? false : fields.stream;
+  // OpenAI's SDKs send `timestamp_granularities[]` once per value; multer gathers them into an array.
+  const granularities = fields.timestamp_granularities ?? fields['timestamp_granularities[]'];
+  delete fields['timestamp_granularities[]'];
+  if (granularities !== undefined) fields.timestamp_granularities = Array.isArray(granularities) ? granularities : [granularities];
+  return fields;
+}
+
+/** The transcription task's request for a checked body, with the audio already read (`param`: the field it came from, for errors). */
+export function toTranscribeRequest(body: TranscriptionRequestBody, audio: Uint8Array, param: string): TranscribeRequest {
+  return {
+    model: body.model,
+    audio,
+    param,
+    language: body.language,
+    prompt: body.prompt,
+    temperature: body.temperature,
+    // Asked of a model that cannot time words this is a 400 in any format; only verbose_json shows them.
+    wordTimestamps: (body.timestamp_granularities ?? []).includes('word'),
+    keepAliveMs: body.keep_alive,
+  };
 }

@@ -1,6 +1,6 @@
 import { Router, type Request, type Response } from 'express';
 import multer from 'multer';
-import { imageEditSchema, imageGenerationSchema, imageToImageSchema, NUMERIC_FIELDS, type ImageData, type ImagesResponse, type ImageStreamEvent } from '../../api/images.js';
+import { imageEditSchema, imageGenerationSchema, imageToImageSchema, NUMERIC_FIELDS, toImageRequest, type ImageData, type ImagesResponse, type ImageStreamEvent } from '../../api/images.js';
 import { parseKnownFields } from '../../api/validate.js';
 import { InvalidRequestError, UnsupportedError } from '../../core/errors.js';
 import { generateImages, type GeneratedImage, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
@@ -114,7 +114,7 @@ export function imagesRouter(ctx: ServerContext): Router {
   router.post('/v1/images/generations', async (req, res) => {
     const signal = requestSignal(req, res, ctx.shutdown);
     const body = parseKnownFields(imageGenerationSchema, req.body);
-    await respond(req, res, requestOf(body), signal, body, 'image_generation');
+    await respond(req, res, toImageRequest(body), signal, body, 'image_generation');
   });
 
   router.post('/v1/images/edits', files, async (req, res) => {
@@ -123,7 +123,7 @@ export function imagesRouter(ctx: ServerContext): Router {
     const image = await inputImage(req, body.image, 'image', ctx, signal);
     if (!image) throw new InvalidRequestError("An 'image' to edit is required (a multipart file, or base64 / a data URI in JSON).", { param: 'image', code: 'missing_required_parameter' });
     const mask = await inputImage(req, body.mask, 'mask', ctx, signal);
-    await respond(req, res, { ...requestOf(body), edit: { image: image.bytes, param: image.param, mask: mask?.bytes, maskParam: mask?.param } }, signal, body, 'image_edit');
+    await respond(req, res, { ...toImageRequest(body), edit: { image: image.bytes, param: image.param, mask: mask?.bytes, maskParam: mask?.param } }, signal, body, 'image_edit');
   });
 
   router.post('/v1/images/img2img', files, async (req, res) => {
@@ -132,7 +132,7 @@ export function imagesRouter(ctx: ServerContext): Router {
     const image = await inputImage(req, body.image, 'image', ctx, signal);
     if (!image) throw new InvalidRequestError("An 'image' to start from is required (a multipart file, or base64 / a data URI in JSON).", { param: 'image', code: 'missing_required_parameter' });
     if (fileList(req, 'mask').length) throw new UnsupportedError("img2img takes no 'mask'; use /v1/images/edits to repaint part of an image.", { param: 'mask' });
-    await respond(req, res, { ...requestOf(body), init: { image: image.bytes, param: image.param, strength: body.strength ?? 0.5 } }, signal, body, 'image_edit');
+    await respond(req, res, { ...toImageRequest(body), init: { image: image.bytes, param: image.param, strength: body.strength ?? 0.5 } }, signal, body, 'image_edit');
   });
 
   router.get('/v1/images/cache/:filename', async (req, res) => {
@@ -140,26 +140,6 @@ export function imagesRouter(ctx: ServerContext): Router {
   });
 
   return router;
-}
-
-type Body = ReturnType<typeof imageGenerationSchema.parse>;
-
-function requestOf(body: Body): ImageRequest {
-  const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
-  return {
-    model: opt(body.model),
-    prompt: body.prompt,
-    negativePrompt: opt(body.negative_prompt),
-    n: opt(body.n),
-    size: opt(body.size),
-    steps: opt(body.steps),
-    guidanceScale: opt(body.guidance_scale),
-    seed: opt(body.seed),
-    outputFormat: opt(body.output_format),
-    outputCompression: opt(body.output_compression),
-    vae: opt(body.vae),
-    keepAliveMs: body.keep_alive,
-  };
 }
 
 /** The request's fields: JSON as is; multipart text fields with the numeric ones as numbers and `stream` as a boolean. */

@@ -1,6 +1,6 @@
 import { Router, type Request, type Response } from 'express';
 import { createEncoder } from '../../audio/encode/index.js';
-import { speechRequestSchema, type SpeechFormat, type SpeechJobResponse, type SpeechRequestBody, type SpeechResponse } from '../../api/speech.js';
+import { speechRequestSchema, toSpeakRequest, type SpeechFormat, type SpeechJobResponse, type SpeechRequestBody, type SpeechResponse } from '../../api/speech.js';
 import { parseRequest } from '../../api/validate.js';
 import type { FileStore } from '../../core/files/store.js';
 import { NotFoundError } from '../../core/errors.js';
@@ -89,24 +89,7 @@ export function speechRouter(ctx: ServerContext): Router {
 /** Checks `body` and loads its model: every bad request is a 4xx here, before any audio. Returns the reference audio read too. */
 async function prepare(body: SpeechRequestBody, ctx: ServerContext, signal: AbortSignal): Promise<{ speech: PreparedSpeech; refAudio?: Buffer }> {
   const refAudio = body.ref_audio === undefined ? undefined : await referenceAudio(body.ref_audio, ctx, signal);
-  const speech = await prepareSpeech(
-    ctx.engine,
-    {
-      model: body.model,
-      input: body.input,
-      voice: body.voice,
-      speaker: body.speaker,
-      voiceDescription: body.voice_description ?? body.instructions,
-      refAudio,
-      refText: body.ref_text,
-      language: body.language,
-      speed: body.speed,
-      frames: body.frames,
-      seed: body.seed,
-      keepAliveMs: body.keep_alive,
-    },
-    signal,
-  );
+  const speech = await prepareSpeech(ctx.engine, toSpeakRequest(body, refAudio), signal);
   return { speech, refAudio };
 }
 

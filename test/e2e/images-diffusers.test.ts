@@ -148,7 +148,7 @@ describe('lserve pull <optimum export> --kind image', () => {
     expect(manifest.entry.defaults).toMatchObject({ width: 512, height: 512, steps: 4, max_steps: 8, guidance_scale: 1.5 });
     const tooMany = await cli(['imagine', 'a fox', '-m', 'lcm-like', '--size', '64x64', '--steps', '9', '-o', path.join(dir, 'lcm.png')]);
     expect(tooMany.code).not.toBe(0);
-    expect(tooMany.stderr).toContain("'steps' must be an integer from 1 to 8 for model 'lcm-like'");
+    expect(tooMany.stderr).toContain("--steps must be an integer from 1 to 8 for model 'lcm-like'");
 
     const refusals: [string[], string][] = [
       [['steps=0'], '--default steps must be an integer from 1 to 1000'],

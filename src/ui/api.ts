@@ -1,3 +1,5 @@
+import { h } from './dom.js';
+
 /**
  * The page's only way to the server: the public /v1 API, exactly as any
  * client calls it (JSON, multipart, SSE, WebSocket). The API key, when the
@@ -148,22 +150,43 @@ export function defaultModel(kinds: readonly string[]): ModelInfo | undefined {
   return models.find((m) => kinds.includes(m.kind) && m.default);
 }
 
+/** What a kind is called on a page ("speech recognition"), for the empty states. */
+const KIND_WORDS: Record<string, string> = {
+  chat: 'chat',
+  asr: 'speech recognition',
+  'asr-stream': 'streaming speech recognition',
+  tts: 'speech',
+  image: 'image',
+  ocr: 'OCR',
+  embedding: 'embedding',
+  rerank: 'rerank',
+};
+
+/** The empty state of a page whose model kind has nothing installed: what is missing and where to get one. */
+export function missingModel(kinds: readonly string[]): string {
+  return `No ${kinds.map((k) => KIND_WORDS[k] ?? k).join(' or ')} model is installed: download one on the Models page, or run \`npx lserve pull <id>\` where the server runs.`;
+}
+
 /**
  * Keeps a <select> filled with the installed models of these kinds, the
  * server's default of the kind selected first (the choice survives a
- * refresh while the model stays installed). `filter` narrows further; an
- * empty list shows a hint option.
+ * refresh while the model stays installed). `filter` narrows further; with
+ * none installed, the select says so and a note under it points to the
+ * Models page, until one is.
  */
 export function bindModelSelect(select: HTMLSelectElement, kinds: readonly string[], filter: (m: ModelInfo) => boolean = () => true): void {
+  const note = h('p.no-model', {}, h('span', { text: missingModel(kinds) }), ' ', h('a', { href: '#models', text: 'Open Models' }));
   const fill = () => {
     const previous = select.value;
     const fitting = models.filter((m) => kinds.includes(m.kind) && filter(m));
     select.replaceChildren(
       ...(fitting.length
         ? fitting.map((m) => new Option(m.loaded ? `${m.id} ●` : m.id, m.id))
-        : [new Option(`no ${kinds.join(' / ')} model installed`, '')]),
+        : [new Option(`no ${kinds.map((k) => KIND_WORDS[k] ?? k).join(' / ')} model installed`, '')]),
     );
     select.disabled = fitting.length === 0;
+    if (fitting.length) note.remove();
+    else if (!note.isConnected) (select.closest('header') ?? select.closest('label') ?? select).after(note);
     const initial = previous || defaultModel(kinds)?.id;
     if (fitting.some((m) => m.id === initial)) select.value = initial!;
     if (select.value !== previous) select.dispatchEvent(new Event('change'));

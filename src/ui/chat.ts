@@ -6,7 +6,7 @@
  * message may carry images and audio clips (chat-attach.ts); they stay in the
  * conversation, so later turns resend them.
  */
-import { bindModelSelect, call, errorText } from './api.js';
+import { bindModelSelect, call, errorText, missingModel } from './api.js';
 import { mediaView, setupAttachments } from './chat-attach.js';
 import { messagesOf, type Attachment, type Turn } from './chat-media.js';
 import { completionPieces, responsePieces, type Outcome } from './chat-stream.js';
@@ -102,7 +102,8 @@ export function setupChat(): void {
 
   const ask = async () => {
     const text = input.value.trim();
-    if ((!text && !attachments.pending) || running || !model.value) return;
+    if (!model.value) return setStatus(status, missingModel(['chat']), 'error');
+    if ((!text && !attachments.pending) || running) return;
     const refused = attachments.problem();
     if (refused) return setStatus(status, refused, 'error');
     input.value = '';

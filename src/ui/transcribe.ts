@@ -3,7 +3,7 @@
  * text and timed segments), or the microphone over the WebSocket
  * /v1/audio/transcriptions/stream (PCM16 16 kHz out, partial and final text in).
  */
-import { bindModelSelect, call, errorText, getJson, openSocket } from './api.js';
+import { bindModelSelect, call, errorText, getJson, missingModel, openSocket } from './api.js';
 import { captureMicrophone, type Capture } from './audio.js';
 import { $, fileDrop, formatBytes, formatTime, h, setStatus } from './dom.js';
 
@@ -110,7 +110,7 @@ export function setupTranscribe(): void {
 
   mic.addEventListener('click', async () => {
     if (live) return void stopLive();
-    if (!liveModel.value) return setStatus(liveStatus, 'no streaming model installed (Models: pull zipformer-en-streaming)', 'error');
+    if (!liveModel.value) return setStatus(liveStatus, missingModel(['asr-stream']), 'error');
     text.textContent = '';
     rows.replaceChildren();
     partial.textContent = '';

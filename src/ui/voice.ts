@@ -11,7 +11,7 @@
  * data-state, data-audio-bytes (of response.output_audio.delta) and
  * data-truncated (truncations sent).
  */
-import { bindModelSelect, defaultModel, errorText, getJson, modelEvents, openSocket } from './api.js';
+import { bindModelSelect, defaultModel, errorText, getJson, missingModel, modelEvents, openSocket } from './api.js';
 import { captureMicrophone, PcmPlayer, type Capture } from './audio.js';
 import { $, h, numberOrUndefined, setStatus } from './dom.js';
 import { base64ToBytes } from './pcm.js';
@@ -251,7 +251,7 @@ export function setupVoice(): void {
       live.socket.close(1000);
       return;
     }
-    if (!model.value) return setStatus(status, 'no chat model installed (Models: pull one)', 'error');
+    if (!model.value) return setStatus(status, missingModel(['chat']), 'error');
     // Made on the click: a browser lets a page play audio it starts in answer to the user.
     const player = new PcmPlayer(OUTPUT_RATE, { keep: false });
     const socket = openSocket(`/v1/realtime?model=${encodeURIComponent(model.value)}`);

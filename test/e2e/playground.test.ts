@@ -821,6 +821,34 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
     }
   }, 60_000);
 
+  it('on a server with no model of a page, says so there and points to Models; Send sends nothing and says why', async () => {
+    const bare = await startTestServer({ engine: { threads: 1 } });
+    const other = await browser.newContext({ viewport: { width: 1280, height: 820 } });
+    try {
+      const tab = await other.newPage();
+      tab.on('pageerror', (error) => problems.push(`page error (bare): ${error.message}`));
+      const requests: string[] = [];
+      tab.on('request', (request) => requests.push(`${request.method()} ${new URL(request.url()).pathname}`));
+      await tab.goto(`${bare.url}/`);
+      await tab.waitForSelector('body[data-ready="true"]');
+      const note = tab.locator('#panel-chat .no-model');
+      expect(await note.textContent()).toMatch(/^No chat model is installed: download one on the Models page, or run `npx lserve pull <id>` where the server runs\. Open Models$/);
+      await tab.fill('#chat-input', 'hello?');
+      await tab.click('#chat-send');
+      expect(await tab.textContent('#chat-status')).toMatch(/^No chat model is installed/);
+      expect(requests.filter((r) => r.startsWith('POST'))).toEqual([]);
+      expect(await tab.locator('#chat-log .msg').count()).toBe(0);
+      // The pages of the other kinds say the same of theirs; the link opens Models.
+      await tab.click('#nav a[data-panel="speech"]');
+      expect(await tab.textContent('#panel-speech .no-model')).toMatch(/^No speech model is installed/);
+      await tab.click('#panel-speech .no-model a');
+      await tab.waitForSelector('#panel-models:not([hidden])');
+    } finally {
+      await other.close();
+      await bare.stop();
+    }
+  }, 60_000);
+
   it('logged no page error and no Content-Security-Policy violation', async () => {
     expect(problems).toEqual([]);
     for (const panel of ['chat', 'transcribe', 'speech', 'voice', 'images', 'ocr', 'models']) {

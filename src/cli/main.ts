@@ -56,6 +56,14 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+// A reader that stops early (`lserve list | head`) closes the pipe: the output is done, not an error.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(EXIT_OK);
+    throw error;
+  });
+}
+
 const code = await main(process.argv);
 // `serve` keeps running until a signal; everything else exits with its code.
 if (code !== 0) process.exit(code);

@@ -1,7 +1,10 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -26,6 +29,17 @@ describe('lserve CLI', () => {
     const { code, stdout } = await runCli(['--version']);
     expect(code).toBe(0);
     expect(stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it('ends quietly, with 0, when its reader closes the pipe early (lserve serve --help | head -1)', async () => {
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../../bin/lserve.js', import.meta.url)), 'serve', '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    // The first line read, the pipe closes: as `head -1` does, before the help is all written.
+    child.stdout.once('data', () => child.stdout.destroy());
+    const [code] = (await once(child, 'close')) as [number];
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
   });
 
   it('exits 2 on usage errors', async () => {

@@ -4,7 +4,8 @@ import { asLserveError, InsufficientMemoryError, LserveError, ModelLoadError, Ov
 
 /**
  * The one place errors become HTTP responses: OpenAI's shape everywhere,
- * Anthropic's on the Anthropic routes. Bad input never yields a stack trace.
+ * Anthropic's on the Anthropic routes, Ollama's (`{"error": "…"}`) on its
+ * `/api/*` routes. Bad input never yields a stack trace.
  */
 
 export interface OpenAIErrorBody {
@@ -80,6 +81,15 @@ export function anthropicError(error: LserveError): AnthropicErrorBody {
   return { type: 'error', error: { type, message: error.message } };
 }
 
+/** Ollama's error: one sentence, the status carries the rest. */
+export interface OllamaErrorBody {
+  error: string;
+}
+
+export function isOllamaRoute(req: Request): boolean {
+  return req.path.startsWith('/api/');
+}
+
 export function isAnthropicRoute(req: Request): boolean {
   return req.path.startsWith('/v1/anthropic/') || req.path === '/v1/messages' || req.path.startsWith('/v1/messages/') || (req.path.startsWith('/v1/models') && req.get('anthropic-version') !== undefined);
 }
@@ -96,7 +106,8 @@ export function errorMiddleware(log: (message: string) => void): ErrorRequestHan
       return;
     }
     if (error instanceof UnavailableError && error.retryAfterSeconds !== undefined) res.set('Retry-After', String(error.retryAfterSeconds));
-    res.status(error.status).json(isAnthropicRoute(req) ? anthropicError(error) : openAIError(error));
+    const body: OpenAIErrorBody | AnthropicErrorBody | OllamaErrorBody = isOllamaRoute(req) ? { error: error.message } : isAnthropicRoute(req) ? anthropicError(error) : openAIError(error);
+    res.status(error.status).json(body);
   };
 }
 

@@ -82,6 +82,10 @@ export interface ChatRequest {
   stop?: string[];
   presencePenalty?: number;
   frequencyPenalty?: number;
+  /** Minimum probability relative to the likeliest token (llama.cpp's min_p); the backend's default when absent. */
+  minP?: number;
+  /** llama.cpp's multiplicative repetition penalty (Ollama's repeat_penalty); 1 or absent: none. */
+  repeatPenalty?: number;
   /** Token id → additive logit bias (OpenAI's logit_bias). */
   logitBias?: Record<number, number>;
   /** Template's enable-thinking switch; undefined = the model's default. */
@@ -99,6 +103,24 @@ export interface ChatRequest {
   /** The caller's name for this generation, by which ChatModel.hold pauses it. */
   generationId?: string;
 }
+
+/**
+ * A raw prompt to continue, with no chat template (Ollama's `raw` generate
+ * and its `suffix`; text completion). With `suffix`, the model fills the
+ * middle between `prompt` and `suffix` with the fill-in-the-middle tokens
+ * its GGUF declares; a model without them is a 400 that names it.
+ */
+export interface CompletionRequest
+  extends Pick<
+    ChatRequest,
+    'model' | 'maxTokens' | 'temperature' | 'topP' | 'topK' | 'minP' | 'seed' | 'stop' | 'presencePenalty' | 'frequencyPenalty' | 'repeatPenalty' | 'logitBias' | 'responseFormat' | 'keepAliveMs'
+  > {
+  /** The text to continue, special tokens (`<|im_start|>`) read as such. */
+  prompt: string;
+  /** The text after the gap to fill. */
+  suffix?: string;
+}
+
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
@@ -136,6 +158,11 @@ export interface ChatModel extends LoadedModel {
    * (and, with several, another stays free for other requests).
    */
   prefill?(request: ChatRequest, signal: AbortSignal): Promise<void>;
+  /** The model's token ids for `text`, special tokens read as such (no BOS added); and the text of ids. */
+  tokenize?(text: string): Promise<number[]>;
+  detokenize?(tokens: readonly number[]): Promise<string>;
+  /** Continues a raw prompt, no template (tasks/complete.ts); with `suffix`, fills the middle with the model's own FIM tokens. */
+  complete?(request: CompletionRequest, signal: AbortSignal): AsyncIterable<ChatDelta>;
   /** Pauses the running generation named `generationId` (ChatRequest.generationId) after its current token, for at most `ms` or until `resume`. */
   hold?(generationId: string, ms: number): Promise<void>;
   resume?(generationId: string): Promise<void>;

@@ -14,6 +14,9 @@ import { vocabularySize } from '../../runtimes/llama/runtime.js';
 import { toChatHistory, toFunctions } from './chat-history.js';
 import { ChatWrappers } from './chat-wrapper.js';
 
+/** What sampling reads of a chat or completion request. */
+type Sampling = Pick<ChatRequest, 'temperature' | 'topP' | 'topK' | 'minP' | 'seed' | 'presencePenalty' | 'frequencyPenalty' | 'repeatPenalty'>;
+
 /**
  * What a chat request asks of node-llama-cpp, for one model: its prompt
  * (history, tools and template), sampling, grammar and token bias; and how
@@ -52,19 +55,19 @@ export class ChatOptions {
     return { history, functions, wrapper, prompt };
   }
 
-  sampling(request: ChatRequest): Pick<LLamaChatGenerateResponseOptions, 'temperature' | 'topP' | 'topK' | 'minP' | 'seed' | 'repeatPenalty'> {
+  sampling(request: Sampling): Pick<LLamaChatGenerateResponseOptions, 'temperature' | 'topP' | 'topK' | 'minP' | 'seed' | 'repeatPenalty'> {
     const temperature = request.temperature ?? this.defaultTemperature ?? 0.8;
-    const penalties = (request.presencePenalty ?? 0) !== 0 || (request.frequencyPenalty ?? 0) !== 0;
+    const penalties = (request.presencePenalty ?? 0) !== 0 || (request.frequencyPenalty ?? 0) !== 0 || (request.repeatPenalty ?? 1) !== 1;
     return {
       temperature,
       // llama.cpp server's sampling defaults where the request says nothing.
       topP: request.topP ?? 0.95,
       topK: request.topK ?? 40,
-      minP: 0.05,
+      minP: request.minP ?? 0.05,
       seed: request.seed,
-      // OpenAI semantics: no repetition penalty unless presence/frequency penalties are asked for.
+      // OpenAI semantics: no repetition penalty unless one is asked for (Ollama's repeat_penalty, or presence/frequency penalties).
       repeatPenalty: penalties
-        ? { penalty: 1, presencePenalty: request.presencePenalty ?? 0, frequencyPenalty: request.frequencyPenalty ?? 0, lastTokens: 64, penalizeNewLine: true }
+        ? { penalty: request.repeatPenalty ?? 1, presencePenalty: request.presencePenalty ?? 0, frequencyPenalty: request.frequencyPenalty ?? 0, lastTokens: 64, penalizeNewLine: true }
         : false,
     };
   }
@@ -79,7 +82,7 @@ export class ChatOptions {
     return toFunctions(tools);
   }
 
-  async grammarFor(request: ChatRequest, hasFunctions: boolean): Promise<LlamaGrammar | undefined> {
+  async grammarFor(request: Pick<ChatRequest, 'responseFormat'>, hasFunctions: boolean): Promise<LlamaGrammar | undefined> {
     const format = request.responseFormat;
     if (!format || format.type === 'text') return undefined;
     if (hasFunctions) throw new UnsupportedError('response_format cannot be combined with tools on this engine.', { param: 'response_format' });
@@ -98,7 +101,7 @@ export class ChatOptions {
     }
   }
 
-  tokenBiasFor(request: ChatRequest): TokenBias | undefined {
+  tokenBiasFor(request: Pick<ChatRequest, 'logitBias'>): TokenBias | undefined {
     const entries = Object.entries(request.logitBias ?? {});
     if (entries.length === 0) return undefined;
     const bias = new TokenBias(this.model.tokenizer);

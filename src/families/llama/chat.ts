@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { LlamaChat, type ChatModelFunctions, type LlamaChatResponseChunk, type LlamaContext, type LlamaModel, type LLamaChatGenerateResponseOptions } from 'node-llama-cpp';
-import { OverloadedError, UnsupportedError } from '../../core/errors.js';
+import { LlamaChat, LlamaCompletion, type ChatModelFunctions, type LlamaCompletionGenerationOptions, type LlamaChatResponseChunk, type LlamaContext, type LlamaModel, type LLamaChatGenerateResponseOptions, type Token } from 'node-llama-cpp';
+import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import { PushQueue } from '../../core/push-queue.js';
-import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest } from '../../core/tasks/chat.js';
+import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type CompletionRequest } from '../../core/tasks/chat.js';
 import type { DecodeGate } from '../../runtimes/llama/decode-gate.js';
 import { KvCacheFullError } from '../../runtimes/llama/kv-cells.js';
+import { vocabularySize } from '../../runtimes/llama/runtime.js';
 import type { MediaProjector, RequestMedia } from '../../runtimes/llama/mtmd.js';
 import type { SequenceStateCache } from '../../runtimes/llama/state-cache.js';
 import { GrowingContext, type ChatContextState } from './chat-context.js';
+import { completionPrompt } from './completion-prompt.js';
 import { ChatOptions, finishOf } from './chat-options.js';
 import type { Slot } from './conversation-slots.js';
 import { fingerprint, pickSlot, reusedTokens } from './slot-choice.js';
@@ -172,6 +174,71 @@ export class LlamaChatModel implements ChatModel {
 
   async resume(generationId: string): Promise<void> {
     this.generations.get(generationId)?.resume?.();
+  }
+
+  async tokenize(text: string): Promise<number[]> {
+    return this.model.tokenize(text, true);
+  }
+
+  async detokenize(tokens: readonly number[]): Promise<string> {
+    const vocab = vocabularySize(this.model) || Infinity;
+    const bad = tokens.find((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
+    if (bad !== undefined) throw new InvalidRequestError(`${bad} is not a token id of this model (its vocabulary has ${vocab} tokens).`, { param: 'context' });
+    return this.model.detokenize(tokens as Token[], true);
+  }
+
+  async *complete(request: CompletionRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {
+    const prompt = completionPrompt(this.model, request, request.model);
+    const grammar = await this.requests.grammarFor(request, false);
+    const tokenBias = this.requests.tokenBiasFor(request);
+    // A raw prompt is no conversation: any free sequence, the one holding most of the same tokens kept (reusedTokens).
+    const { slot, state } = await this.contexts.take(prompt.tokens, prompt.tokens.length, (free) => pickSlot(free, []), request.maxTokens, signal);
+    const { slots, gate, info } = state;
+    const room = info.contextSize - prompt.tokens.length;
+    const cachedPromptTokens = reusedTokens(slot.sequence, prompt.tokens);
+    const stop = new AbortController();
+    const queue = new PushQueue<ChatDelta>();
+    queue.push({ type: 'start', promptTokens: prompt.tokens.length, cachedPromptTokens });
+    const completion = new LlamaCompletion({ contextSequence: slot.sequence });
+    const outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
+    const usage = () => ({ promptTokens: prompt.tokens.length, cachedPromptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore, reasoningTokens: 0 });
+    const options: LlamaCompletionGenerationOptions = {
+      signal: AbortSignal.any([signal, stop.signal]),
+      stopOnAbortSignal: true,
+      maxTokens: Math.min(request.maxTokens ?? room, room),
+      ...this.requests.sampling(request),
+      tokenBias,
+      grammar,
+      customStopTriggers: request.stop?.length ? request.stop : undefined,
+      onTextChunk: (text) => {
+        if (text !== '') queue.push({ type: 'content', text });
+      },
+    };
+    slot.held = [];
+    const generated = prompt.suffix ? completion.generateInfillCompletionWithMeta(prompt.prefix, prompt.suffix, options) : completion.generateCompletionWithMeta(prompt.prefix, options);
+    const done = generated.finally(() => gate.leave(slot.sequence)).then(
+      ({ metadata }) => {
+        const stopSequence = metadata.stopReason === 'customStopTrigger' ? metadata.customStopTrigger.filter((part) => typeof part === 'string').join('') : null;
+        queue.push({ type: 'done', finishReason: metadata.stopReason === 'maxTokens' ? 'length' : 'stop', stopSequence, usage: usage() });
+        queue.end();
+      },
+      (error: unknown) => {
+        if (error instanceof KvCacheFullError) {
+          queue.push({ type: 'done', finishReason: 'length', stopSequence: null, usage: usage() });
+          queue.end();
+        } else {
+          queue.fail(error);
+        }
+      },
+    );
+    try {
+      yield* queue;
+    } finally {
+      stop.abort();
+      await done;
+      completion.dispose({ disposeSequence: false });
+      slots.release(slot);
+    }
   }
 
   private async *generateWith(request: ChatRequest, media: RequestMedia | undefined, signal: AbortSignal): AsyncIterable<ChatDelta> {

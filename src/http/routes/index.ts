@@ -17,9 +17,10 @@ import { speechRouter } from './speech.js';
 import { modelStoreRouter } from './model-store.js';
 import { metricsRouter } from './metrics.js';
 import { psRouter } from './ps.js';
+import { ollamaModelsRouter } from './ollama-models.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter, ollamaModelsRouter];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute, realtimeRoute];

@@ -18,9 +18,10 @@ import { NdjsonWriter } from './ndjson.js';
  * The same pull as POST /v1/models/pull and `lserve pull` (resume, sha256,
  * one pull per model across processes), answered with Ollama's progress
  * lines (api/ollama/pull-progress.ts), or with one `{"status":"success"}`
- * when `stream` is false. As over /v1, only catalog models: files, URLs
- * and Hugging Face references are registered with `lserve pull` on the
- * server, never by a remote client. A bundled model pulls at once (it is
+ * when `stream` is false. As over /v1, only catalog models: files,
+ * folders, URLs and Ollama's `hf.co/…` references are refused (400), since
+ * those are registered with `lserve pull` on the server, never by a remote
+ * client. A bundled model pulls at once (it is
  * there). An error before the stream starts is `{"error"}` with its status;
  * after, a last `{"error"}` line. A client that leaves stops the pull; the
  * next one resumes it.
@@ -84,7 +85,7 @@ function catalogEntry({ engine }: ServerContext, name: string): CatalogEntry {
     if (entry) return entry;
   }
   if (/^(https?:|file:)|[\\/]/i.test(name)) {
-    throw new InvalidRequestError('Only catalog models can be pulled over HTTP; register your own files, folders, URLs and Hugging Face repos with `lserve pull` on the server.', {
+    throw new InvalidRequestError('Only catalog models can be pulled over HTTP; register your own files, folders and URLs with `npx lserve pull <file or repo> --kind chat` on the server.', {
       param: 'model',
       code: 'unsupported_parameter',
     });

@@ -49,8 +49,8 @@ import { ollamaPull } from '../ollama-pull.js';
 const { version: LSERVE_VERSION } = createRequire(import.meta.url)('../../../package.json') as { version: string };
 
 const CREATE_REFUSED =
-  'lserve does not build models from Modelfiles: register a model file or Hugging Face repo with `npx lserve pull <file or repo> --kind chat` on the server, or pull a catalog model with POST /api/pull.';
-const PUSH_REFUSED = 'lserve does not push models to a registry: it serves the models it has; pull catalog models with POST /api/pull, or register your own with `npx lserve pull <file or repo> --kind chat`.';
+  'lserve does not build models from Modelfiles: register a model file, folder or URL with `npx lserve pull <file or repo> --kind chat` on the server, or pull a catalog model with POST /api/pull.';
+const PUSH_REFUSED = 'lserve does not push models to a registry: it serves the models it has; pull catalog models with POST /api/pull, or register your own with `npx lserve pull <file or repo> --kind chat` on the server.';
 
 export function ollamaModelsRouter(ctx: ServerContext): Router {
   const { engine } = ctx;
@@ -162,7 +162,7 @@ export function ollamaModelsRouter(ctx: ServerContext): Router {
   });
 
   router.post('/api/push', anyJson, (req, res) => {
-    parseKnownFields(pushRequestSchema, req.body);
+    requestedModel(parseKnownFields(pushRequestSchema, req.body));
     res.status(501).json({ error: PUSH_REFUSED });
   });
 

@@ -37,6 +37,8 @@ export interface InstalledModel {
   sizeBytes: number;
   /** ISO time of installation; absent for bundled models. */
   installedAt?: string;
+  /** Each file's sha256 as the manifest records it (a download verified it), keyed by role; absent for a file never hashed (a registered local file). */
+  sha256?: Record<string, string>;
 }
 
 /** What a user says about their own file or URL at `lserve pull`. */
@@ -131,12 +133,14 @@ export class ModelStore {
     const entry = manifest.entry ? Catalog.parse({ version: 1, models: [manifest.entry] }, `${dir}/${MANIFEST}`).entries[0] : this.catalog.get(manifest.id);
     if (!entry) return undefined;
     const files: Record<string, string> = {};
+    const sha256: Record<string, string> = {};
     let sizeBytes = 0;
     for (const [role, file] of Object.entries(manifest.files)) {
       files[role] = file.path ?? path.join(dir, file.name);
       sizeBytes += file.size;
+      if (file.sha256) sha256[role] = file.sha256;
     }
-    return { id: manifest.id, entry, source: manifest.source, files, sizeBytes, installedAt: manifest.installedAt };
+    return { id: manifest.id, entry, source: manifest.source, files, sizeBytes, installedAt: manifest.installedAt, ...(Object.keys(sha256).length ? { sha256 } : {}) };
   }
 
   /**

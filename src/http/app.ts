@@ -7,6 +7,7 @@ import { uiRouter } from './routes/ui.js';
 import { assertJsonDepth } from '../api/validate.js';
 import type { ServerContext } from './context.js';
 import { readyRoute } from './readiness.js';
+import { ollamaRoot } from './ollama-root.js';
 
 export function createApp(ctx: ServerContext, policy: HostOriginPolicy): Express {
   const app = express();
@@ -27,6 +28,8 @@ export function createApp(ctx: ServerContext, policy: HostOriginPolicy): Express
   app.use(ctx.drain.middleware());
   // The playground's page and assets need no API key (the page asks for it and sends it with every /v1 call).
   if (ctx.options.ui !== false) app.use(uiRouter());
+  // Ollama's `GET /` probe, for every request to / that asked for no page (ollama-root.ts).
+  app.use(ollamaRoot);
   app.use(apiKeyCheck(ctx.options.apiKey));
   // JSON bodies of any JSON-ish content type; multipart routes use multer.
   app.use(express.json({ limit: ctx.options.maxBodyBytes, type: ['application/json', 'application/*+json'] }));

@@ -37,6 +37,8 @@ export interface ServerContext {
   files: FileStores;
   /** Seals what clients hand back unchanged (a model's reasoning: thinking signatures, encrypted_content). */
   sealer: Sealer;
+  /** Ids of the models this server is pulling now (POST /v1/models/pull, POST /api/pull): deleting one meanwhile is a 409. */
+  pulls: Set<string>;
 }
 
 export interface ServerOptions {

@@ -64,7 +64,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   });
   const readiness = [modelStoreCheck(engine.store.modelsDir), { name: 'database', check: () => state.ping() }, ...(options.readiness ?? [])];
   const sealer = Sealer.forServer(engine.options.home);
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files, drain, readiness, sealer };
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files, drain, readiness, sealer, pulls: new Set() };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer();

@@ -32,10 +32,13 @@ afterAll(async () => {
   await Promise.all([server?.stop(), noUi?.stop(), keyed?.stop()]);
 });
 
-/** node:http, so the path is sent exactly as written. */
-function get(target: TestServer, route: string, method = 'GET'): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+/** What a browser's navigation sends as Accept: the page is for requests that ask for HTML (GET / answers others as Ollama does). */
+const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
+
+/** node:http, so the path is sent exactly as written; Accept as a browser's unless `accept` says otherwise. */
+function get(target: TestServer, route: string, method = 'GET', accept = BROWSER_ACCEPT): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port: target.port, method, path: route }, (res) => {
+    const req = http.request({ host: '127.0.0.1', port: target.port, method, path: route, headers: { accept } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
@@ -97,7 +100,11 @@ describe('GET / and /ui/*', () => {
   });
 
   it('ui: false (`lserve serve --no-ui`) serves no page', async () => {
-    expect((await get(noUi, '/')).status).toBe(404);
+    // `/` answers as Ollama's root does, to browsers too.
+    const root = await get(noUi, '/');
+    expect(root.status).toBe(200);
+    expect(root.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(root.body).toBe('Ollama is running');
     expect((await get(noUi, '/ui/main.js')).status).toBe(404);
     expect((await get(noUi, '/v1/models')).status).toBe(200);
   });
@@ -148,7 +155,7 @@ describe('lserve serve', () => {
         });
         child.on('exit', (code) => reject(new Error(`serve exited early (${code}): ${log}`)));
       });
-      const status = (await fetch(`${url}/`)).status;
+      const status = (await fetch(`${url}/ui/main.js`)).status;
       // The request's own log line comes after anything serve printed at start.
       await new Promise((r) => setTimeout(r, 200));
       return { status, log };
@@ -160,7 +167,7 @@ describe('lserve serve', () => {
     }
   }
 
-  it('serves the playground at / and says where; --no-ui turns it off', async () => {
+  it('serves the playground and says where; --no-ui turns it off', async () => {
     const on = await serve([]);
     expect(on.status).toBe(200);
     expect(on.log).toMatch(/playground: http:\/\/127\.0\.0\.1:\d+\//);

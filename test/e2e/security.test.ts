@@ -23,7 +23,7 @@ let outside: string;
 let png: Buffer;
 
 /** Every route the app mounts, with a body that would otherwise get past the boundary. */
-const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: boolean }> = [
+const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: boolean; ollama?: boolean }> = [
   { method: 'GET', path: '/health' },
   { method: 'GET', path: '/ready' },
   { method: 'GET', path: '/v1/models' },
@@ -47,6 +47,17 @@ const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: 
   { method: 'GET', path: '/v1/catalog' },
   { method: 'POST', path: '/v1/models/pull', body: { model: 'whisper-base' } },
   { method: 'DELETE', path: '/v1/models/whisper-base' },
+  // Ollama's model-management API: its errors are `{"error": "…"}`.
+  { method: 'HEAD', path: '/' },
+  { method: 'GET', path: '/api/version', ollama: true },
+  { method: 'GET', path: '/api/tags', ollama: true },
+  { method: 'GET', path: '/api/ps', ollama: true },
+  { method: 'POST', path: '/api/show', body: { model: 'x' }, ollama: true },
+  { method: 'POST', path: '/api/pull', body: { model: 'whisper-base' }, ollama: true },
+  { method: 'DELETE', path: '/api/delete', body: { model: 'x' }, ollama: true },
+  { method: 'POST', path: '/api/copy', body: { source: 'x', destination: 'y' }, ollama: true },
+  { method: 'POST', path: '/api/create', body: { model: 'x' }, ollama: true },
+  { method: 'POST', path: '/api/push', body: { model: 'x' }, ollama: true },
 ];
 
 interface Answer {
@@ -60,7 +71,8 @@ function request(target: TestServer, method: string, route: string, headers: Rec
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(
-      { host: '127.0.0.1', port: target.port, method, path: route, headers: { ...(payload ? { 'content-type': 'application/json' } : {}), ...headers } },
+      // Content-Length set: node sends a DELETE's body unframed otherwise.
+      { host: '127.0.0.1', port: target.port, method, path: route, headers: { ...(payload ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}), ...headers } },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -76,8 +88,17 @@ function post(target: TestServer, route: string, body: unknown): Promise<Answer>
   return request(target, 'POST', route, {}, body);
 }
 
-function expectRefused(answer: Answer, status: number, code: string, anthropic = false): { message: string } {
+function expectRefused(answer: Answer, status: number, code: string, anthropic = false, ollama = false): { message: string } {
   expect(answer.status, answer.body).toBe(status);
+  // HEAD answers carry no body.
+  if (answer.body === '') return { message: '' };
+  if (ollama) {
+    const body = JSON.parse(answer.body) as { error: string };
+    expect(Object.keys(body)).toEqual(['error']);
+    expect(typeof body.error).toBe('string');
+    expect(body.error).not.toMatch(/\n\s+at /);
+    return { message: body.error };
+  }
   const body = JSON.parse(answer.body) as { type?: string; error: { message: string; type: string; code?: string } };
   if (anthropic) expect(body).toMatchObject({ type: 'error', error: { type: 'permission_error' } });
   else expect(body.error).toMatchObject({ type: 'permission_error', code });
@@ -104,12 +125,12 @@ afterAll(async () => {
 describe('Host and Origin', () => {
   it.each(ROUTES.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: a foreign Host is a 403 before any work', async (_name, route) => {
     const answer = await request(server, route.method, route.path, { host: `attacker.example:${server.port}` }, route.body);
-    expectRefused(answer, 403, 'host_not_allowed', route.anthropic);
+    expectRefused(answer, 403, 'host_not_allowed', route.anthropic, route.ollama);
   });
 
   it.each(ROUTES.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: a foreign Origin is a 403 before any work', async (_name, route) => {
     const answer = await request(server, route.method, route.path, { origin: 'https://evil.example' }, route.body);
-    expectRefused(answer, 403, 'origin_not_allowed', route.anthropic);
+    expectRefused(answer, 403, 'origin_not_allowed', route.anthropic, route.ollama);
   });
 
   it('a DNS-rebinding page (its own name as Host, its own origin) is refused; the answer carries no data', async () => {

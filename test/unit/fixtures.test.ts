@@ -45,7 +45,7 @@ afterAll(async () => {
 describe('npm run fixtures -- DIR', () => {
   it('prints one "<path> <kind>" line per synthetic model, each written into DIR', () => {
     expect(lines.map((l) => path.basename(l.path))).toEqual(FIXTURE_MODELS.map((m) => m.name));
-    expect(lines.map((l) => l.kind)).toEqual(['chat', 'chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts', 'tts', 'image', 'image', 'image', 'image']);
+    expect(lines.map((l) => l.kind)).toEqual(['chat', 'chat', 'chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts', 'tts', 'image', 'image', 'image', 'image']);
     for (const line of lines) {
       expect(MODEL_KINDS).toContain(line.kind);
       expect(path.dirname(line.path)).toBe(path.join(tmp, 'models'));
@@ -86,6 +86,7 @@ describe('npm run fixtures -- DIR', () => {
       ['synthetic-qwen3-chat', 'chat', 'llama'],
       ['synthetic-qwen3-chat-40k', 'chat', 'llama'],
       ['synthetic-qwen3-embedding', 'embedding', 'llama'],
+      ['synthetic-qwen3-fim', 'chat', 'llama'],
       ['synthetic-qwen3-tts-base', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-customvoice', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-customvoice-fp16-io', 'tts', 'onnx'],

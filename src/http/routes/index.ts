@@ -19,9 +19,13 @@ import { metricsRouter } from './metrics.js';
 import { psRouter } from './ps.js';
 import { ollamaChatRouter } from './ollama-chat.js';
 import { ollamaEmbedRouter } from './ollama-embed.js';
+import { ollamaModelsRouter } from './ollama-models.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
-export const routers: Array<(ctx: ServerContext) => Router> = [modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter, ollamaChatRouter, ollamaEmbedRouter];
+export const routers: Array<(ctx: ServerContext) => Router> = [
+  modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter,
+  ollamaChatRouter, ollamaEmbedRouter, ollamaModelsRouter,
+];
 
 /** WebSocket endpoints, matched by path on upgrade. */
 export const websocketRoutes: WebSocketRoute[] = [transcriptionStreamRoute, realtimeRoute];

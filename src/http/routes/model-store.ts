@@ -4,11 +4,12 @@ import { parseKnownFields } from '../../api/validate.js';
 import { isBundled, type CatalogEntry } from '../../core/catalog.js';
 import { pullModel, type PullEvent } from '../../core/download.js';
 import { listingRow, listModels, type ModelListing } from '../../core/listing.js';
-import { InvalidRequestError, LserveError, ModelNotFoundError, StoreError } from '../../core/errors.js';
-import { localFileNames, type RemoveOutcome } from '../../core/store.js';
+import { InvalidRequestError, ModelNotFoundError, StoreError } from '../../core/errors.js';
+import { localFileNames } from '../../core/store.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
+import { notInstalledError, removeInstalledModel } from '../model-removal.js';
 
 /**
  * The model store over HTTP, for clients that manage models (the playground's
@@ -37,8 +38,8 @@ const PROGRESS_INTERVAL_MS = 150;
 export function modelStoreRouter(ctx: ServerContext): Router {
   const { engine } = ctx;
   const router = Router();
-  /** Models this server is pulling now. */
-  const pulling = new Set<string>();
+  /** Models this server is pulling now (POST /api/pull's too). */
+  const pulling = ctx.pulls;
 
   router.get('/v1/catalog', async (_req, res) => {
     const loaded = new Set(engine.manager.loaded().map((m) => m.id));
@@ -102,34 +103,12 @@ export function modelStoreRouter(ctx: ServerContext): Router {
 
   router.delete('/v1/models/:model', async (req, res) => {
     const name = req.params.model;
-    const entry = engine.catalog.get(name);
-    if (entry && isBundled(entry)) throw new InvalidRequestError(`'${entry.id}' is bundled with lserve and cannot be removed.`, { param: 'model', code: 'model_bundled' });
-    const installed = await engine.store.resolve(name);
-    const id = installed?.id ?? entry?.id ?? name;
-    if (pulling.has(id)) throw conflict(`A pull of '${id}' is running on this server; cancel it (close its request) or wait for it to finish.`, 'pull_in_progress');
-    // Nothing installed is nothing to delete: a 404, and a partial download of it stays for the next pull to resume.
-    if (!installed) throw new ModelNotFoundError(`Model '${name}' is not installed. GET /v1/catalog lists the installed ones.`);
-    const busy = engine.manager.loaded().find((m) => m.id === id)?.activeRequests ?? 0;
-    if (busy > 0) throw conflict(`'${id}' is answering ${busy} request${busy === 1 ? '' : 's'}; remove it when ${busy === 1 ? 'it is' : 'they are'} done.`, 'model_busy');
-    await engine.manager.unload(id);
-    let removed: RemoveOutcome;
-    try {
-      removed = await engine.store.remove(id);
-    } catch (error) {
-      if (error instanceof StoreError && error.code === 'pull_in_progress') throw conflict(error.message.replace(/; stop it.*$/, '; wait for it to finish.'), 'pull_in_progress');
-      throw error;
-    }
-    // Removed by someone else meanwhile (another process on the same store).
-    if (removed !== 'installed') throw new ModelNotFoundError(`Model '${name}' is not installed. GET /v1/catalog lists the installed ones.`);
+    const id = await removeInstalledModel(engine, name, pulling, () => notInstalledError(name));
     const body: ModelDeleted = { id, object: 'model', deleted: true };
     res.json(body);
   });
 
   return router;
-}
-
-function conflict(message: string, code: string): LserveError {
-  return new LserveError(409, 'invalid_request_error', message, { code, param: 'model' });
 }
 
 /** PullEvents of the download core as the stream's events: snake_case, model-wide byte counts, progress throttled per file. */

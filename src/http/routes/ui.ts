@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Router, type Response } from 'express';
 import { NotFoundError } from '../../core/errors.js';
+import { wantsHtml } from '../ollama-root.js';
 
 /**
  * The playground: one page at `/` and its assets at `/ui/<file>`, built from
@@ -12,7 +13,8 @@ import { NotFoundError } from '../../core/errors.js';
  * it), behind the same Host and Origin checks as every route, and a strict
  * Content-Security-Policy allows only this server's own scripts, styles and
  * connections. The files are read once, at start-up; only those names are
- * served. `lserve serve --no-ui` leaves the routes out.
+ * served. `lserve serve --no-ui` leaves the routes out. The page goes to
+ * requests that ask for HTML (browsers); `/` answers others as Ollama does.
  */
 
 export const UI_CSP = [
@@ -74,7 +76,8 @@ export function uiRouter(dir = uiDirectory()): Router {
     });
     res.end(asset.body);
   };
-  router.get('/', (_req, res) => send(res, 'index.html'));
+  // A client that asks for no page (an Ollama client's probe, curl) gets Ollama's answer (ollama-root.ts).
+  router.get('/', (req, res, next) => (wantsHtml(req) ? send(res, 'index.html') : next()));
   router.get('/ui/:file', (req, res) => send(res, req.params.file));
   return router;
 }

@@ -210,6 +210,20 @@ export class Engine {
     return this.manager.acquire<M>(installed, options.keepAliveMs);
   }
 
+  /**
+   * Sizes a text model's context as `--ctx-size <id>=<tokens>` does, from
+   * now on (Ollama's `num_ctx`): the next load takes it, and a loaded model
+   * of another size is unloaded for it when idle (one answering finishes at
+   * its size, and keeps it until it is next loaded).
+   */
+  async setContextSize(id: string, tokens: number): Promise<void> {
+    const sizes = this.options.contextSizes;
+    const loaded = this.manager.loaded().find((m) => m.id === id);
+    if (sizes.models[id] === tokens && (!loaded || loaded.contextSize === tokens)) return;
+    sizes.models[id] = tokens;
+    if (loaded && loaded.contextSize !== tokens) await this.manager.unload(id);
+  }
+
   /** Runs `fn` with a loaded model and always releases it; a 503 from `fn` is reported as a rejection by that model. */
   async withModel<M extends LoadedModel, T>(
     name: string,

@@ -146,6 +146,23 @@ describe('POST /api/chat through the ollama client', () => {
     expect(server.engine.manager.loaded().map((m) => m.id)).not.toContain(CHAT_MODEL_ID);
   });
 
+  it('sizes the context with options.num_ctx as --ctx-size does, loading the model again at a new size', async () => {
+    const ask = (numCtx: number) => ollama.chat({ model: CHAT_MODEL_ID, messages: [{ role: 'user', content: 'hi' }], think: false, options: { num_predict: 2, num_ctx: numCtx } });
+    const plans = () => server.logs.filter((line) => line.startsWith(`${CHAT_MODEL_ID}: context plan:`));
+    const before = plans().length;
+    await ask(512);
+    expect(plans().at(-1)).toContain(`(--ctx-size ${CHAT_MODEL_ID}=512`);
+    await ask(512);
+    // The same size again: the loaded model serves it as it is.
+    expect(plans().length).toBe(before + 1);
+    await ask(2048);
+    expect(plans().length).toBe(before + 2);
+    expect(plans().at(-1)).toContain(`(--ctx-size ${CHAT_MODEL_ID}=2048`);
+    // A prompt beyond it is the context error, not a silent cut.
+    await expect(ollama.chat({ model: CHAT_MODEL_ID, messages: [{ role: 'user', content: 'word '.repeat(600) }], options: { num_predict: 2, num_ctx: 256 } })).rejects.toMatchObject({ status_code: 400 });
+    await server.engine.setContextSize(CHAT_MODEL_ID, 4096);
+  });
+
   it('answers a name nowhere with Ollama\'s 404, and a malformed body with a 400, in its {"error"} shape', async () => {
     await expect(ollama.chat({ model: 'llama3.2:latest', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({
       status_code: 404,

@@ -25,7 +25,7 @@ export const ollamaOptions = z
     repeat_penalty: z.number().min(0).max(10).optional(),
     presence_penalty: z.number().min(-2).max(2).optional(),
     frequency_penalty: z.number().min(-2).max(2).optional(),
-    /** Tokens per context (as --ctx-size): lserve's chat models size and grow their context themselves; see docs/ollama.md. */
+    /** Tokens per context, as --ctx-size sets them (Engine.setContextSize): the model is loaded again at this size. */
     num_ctx: z.int().min(64).max(1 << 20).optional(),
     /** lserve's extension, as on its other chat routes: token id → additive logit bias (-100 bans a token). */
     logit_bias: logitBias.optional(),

@@ -32,6 +32,7 @@ export function ollamaChatRouter({ engine, shutdown, inputs }: ServerContext): R
       res.json({ ...stamp(), message: { role: 'assistant', content: '' }, done: true, done_reason: reason } satisfies OllamaChatResponse);
       return;
     }
+    if (body.options?.num_ctx) await engine.setContextSize(installed.id, body.options.num_ctx);
     const request = toChatRequest(body, installed.id);
     const signal = requestSignal(req, res, shutdown);
     await prepareChatMedia(engine, request, inputs, signal);
@@ -69,6 +70,7 @@ export function ollamaChatRouter({ engine, shutdown, inputs }: ServerContext): R
       res.json({ ...stamp(), response: '', done: true, done_reason: reason } satisfies OllamaGenerateResponse);
       return;
     }
+    if (body.options?.num_ctx) await engine.setContextSize(installed.id, body.options.num_ctx);
     const signal = requestSignal(req, res, shutdown);
     // The text of an earlier answer's `context` comes before this prompt.
     const earlier = body.context?.length ? await detokenizeTokens(engine, installed.id, body.context) : '';

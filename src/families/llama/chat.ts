@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { LlamaChat, LlamaCompletion, type ChatModelFunctions, type LlamaCompletionGenerationOptions, type LlamaChatResponseChunk, type LlamaContext, type LlamaModel, type LLamaChatGenerateResponseOptions, type Token } from 'node-llama-cpp';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import { PushQueue } from '../../core/push-queue.js';
-import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type CompletionRequest } from '../../core/tasks/chat.js';
+import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type ChatUsage, type CompletionRequest } from '../../core/tasks/chat.js';
 import type { DecodeGate } from '../../runtimes/llama/decode-gate.js';
 import { KvCacheFullError } from '../../runtimes/llama/kv-cells.js';
 import { vocabularySize } from '../../runtimes/llama/runtime.js';
@@ -222,14 +222,7 @@ export class LlamaChatModel implements ChatModel {
         queue.push({ type: 'done', finishReason: metadata.stopReason === 'maxTokens' ? 'length' : 'stop', stopSequence, usage: usage() });
         queue.end();
       },
-      (error: unknown) => {
-        if (error instanceof KvCacheFullError) {
-          queue.push({ type: 'done', finishReason: 'length', stopSequence: null, usage: usage() });
-          queue.end();
-        } else {
-          queue.fail(error);
-        }
-      },
+      endOnFailure(queue, usage),
     );
     try {
       yield* queue;
@@ -317,13 +310,7 @@ export class LlamaChatModel implements ChatModel {
       },
       (error: unknown) => {
         slot.held = [];
-        // The shared KV cache had no room for the next token (other conversations fill it): the answer ends there.
-        if (error instanceof KvCacheFullError) {
-          queue.push({ type: 'done', finishReason: 'length', stopSequence: null, usage: usage() });
-          queue.end();
-        } else {
-          queue.fail(error);
-        }
+        endOnFailure(queue, usage)(error);
       },
     );
     try {
@@ -340,4 +327,16 @@ export class LlamaChatModel implements ChatModel {
       slots.release(slot);
     }
   }
+}
+
+/** A generation's failure: the shared KV cache with no room for the next token (other conversations fill it) ends the answer there; anything else fails it. */
+function endOnFailure(queue: PushQueue<ChatDelta>, usage: () => ChatUsage): (error: unknown) => void {
+  return (error) => {
+    if (error instanceof KvCacheFullError) {
+      queue.push({ type: 'done', finishReason: 'length', stopSequence: null, usage: usage() });
+      queue.end();
+    } else {
+      queue.fail(error);
+    }
+  };
 }

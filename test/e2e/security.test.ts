@@ -57,6 +57,10 @@ const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: 
   { method: 'DELETE', path: '/api/delete', body: { model: 'x' }, ollama: true },
   { method: 'POST', path: '/api/copy', body: { source: 'x', destination: 'y' }, ollama: true },
   { method: 'POST', path: '/api/create', body: { model: 'x' }, ollama: true },
+  { method: 'POST', path: '/api/chat', body: { model: 'x', messages: [] }, ollama: true },
+  { method: 'POST', path: '/api/generate', body: { model: 'x', prompt: '' }, ollama: true },
+  { method: 'POST', path: '/api/embed', body: { model: 'x', input: 'y' }, ollama: true },
+  { method: 'POST', path: '/api/embeddings', body: { model: 'x', prompt: 'y' }, ollama: true },
   { method: 'POST', path: '/api/push', body: { model: 'x' }, ollama: true },
 ];
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ollamaModelName } from './models.js';
 import { MEDIA_MARKER, type ChatMedia, type ChatMessage, type ChatRequest, type ChatToolCall, type ChatUsage, type FinishReason } from '../../core/tasks/chat.js';
 import { MAX_CHAT_MESSAGES, MAX_TOOLS, toolName } from '../chat.js';
 import { MAX_MEDIA_PER_REQUEST } from '../chat-media.js';
@@ -40,7 +41,7 @@ const tool = z.object({
 });
 
 export const ollamaChatSchema = z.object({
-  model: z.string().min(1).max(512),
+  model: ollamaModelName,
   messages: z.array(message).max(MAX_CHAT_MESSAGES, `must contain at most ${MAX_CHAT_MESSAGES} messages`).default([]),
   tools: z.array(tool).max(MAX_TOOLS).nullish(),
   /** lserve's extension, OpenAI's values: whether the answer must call a tool (Ollama leaves it to the model). */

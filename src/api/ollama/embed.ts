@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ollamaModelName } from './models.js';
 import { MAX_EMBEDDING_INPUT_CHARS, MAX_EMBEDDING_INPUTS } from '../embeddings.js';
 import { ollamaKeepAlive, ollamaOptions } from './options.js';
 
@@ -11,7 +12,7 @@ const text = z.string().max(MAX_EMBEDDING_INPUT_CHARS, `must be at most ${MAX_EM
  * changes an embedding). Vectors come back L2-normalised, as Ollama's do.
  */
 export const ollamaEmbedSchema = z.object({
-  model: z.string().min(1).max(512),
+  model: ollamaModelName,
   input: z.union([text, z.array(text).max(MAX_EMBEDDING_INPUTS, `must contain at most ${MAX_EMBEDDING_INPUTS} inputs`)]).default([]),
   truncate: z.boolean().default(true),
   dimensions: z.int().positive().max(65_536).optional(),
@@ -21,7 +22,7 @@ export const ollamaEmbedSchema = z.object({
 
 /** POST /api/embeddings, the older form: one `prompt`, one `embedding`. */
 export const ollamaEmbeddingsSchema = z.object({
-  model: z.string().min(1).max(512),
+  model: ollamaModelName,
   prompt: text.default(''),
   options: ollamaOptions,
   keep_alive: ollamaKeepAlive,

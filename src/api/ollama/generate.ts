@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ollamaModelName } from './models.js';
 import type { ChatRequest } from '../../core/tasks/chat.js';
 import type { CompletionRequest } from '../../core/tasks/chat.js';
 import { MAX_MEDIA_PER_REQUEST } from '../chat-media.js';
@@ -20,7 +21,7 @@ export const MAX_CONTEXT_TOKENS = 1 << 20;
  * prompt.
  */
 export const ollamaGenerateSchema = z.object({
-  model: z.string().min(1).max(512),
+  model: ollamaModelName,
   prompt: z.string().default(''),
   suffix: z.string().nullish(),
   system: z.string().nullish(),

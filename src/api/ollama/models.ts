@@ -14,7 +14,9 @@ import { InvalidRequestError } from '../../core/errors.js';
 /** Longest model name accepted: Ollama's own names (`host/namespace/model:tag`) stay far below. */
 export const MAX_OLLAMA_NAME_CHARS = 256;
 
-const name = z.string().min(1).max(MAX_OLLAMA_NAME_CHARS);
+/** A model name as Ollama's clients send it, bounded. */
+export const ollamaModelName = z.string().min(1).max(MAX_OLLAMA_NAME_CHARS);
+const name = ollamaModelName;
 
 /** `model`, or the deprecated `name`: one of them names the model. */
 const named = { model: name.optional(), name: name.optional() };

@@ -3,7 +3,7 @@ import type { RequestHandler } from 'express';
 import { pullRequestSchema, requestedModel, type OllamaProgress } from '../api/ollama/models.js';
 import { lserveCandidates } from '../api/ollama/names.js';
 import { pullProgress } from '../api/ollama/pull-progress.js';
-import { parseKnownFields } from '../api/validate.js';
+import { parseRequest } from '../api/validate.js';
 import { isBundled, type CatalogEntry } from '../core/catalog.js';
 import { pullModel } from '../core/download.js';
 import { InvalidRequestError, ModelNotFoundError, StoreError } from '../core/errors.js';
@@ -29,7 +29,7 @@ import { NdjsonWriter } from './ndjson.js';
 export function ollamaPull(ctx: ServerContext): RequestHandler {
   const { engine } = ctx;
   return async (req, res) => {
-    const body = parseKnownFields(pullRequestSchema, req.body);
+    const body = parseRequest(pullRequestSchema, req.body);
     const name = requestedModel(body);
     const entry = catalogEntry(ctx, name);
     const signal = requestSignal(req, res, ctx.shutdown);

@@ -8,7 +8,8 @@ import { InvalidRequestError } from '../../core/errors.js';
  * api/types.go, read 2026-11-29, Ollama 0.32). Every documented request
  * field is accepted, the deprecated ones too (`name` for `model`;
  * `insecure`, `username`, `password` on a pull, which Ollama ignores as
- * well); an unknown field is a 400 naming it.
+ * well); an unknown field is ignored, as Ollama ignores it (its clients add
+ * fields release by release).
  */
 
 /** Longest model name accepted: Ollama's own names (`host/namespace/model:tag`) stay far below. */

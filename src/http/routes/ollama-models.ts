@@ -13,7 +13,7 @@ import {
   type OllamaShowResponse,
 } from '../../api/ollama/models.js';
 import { lserveCandidates, ollamaName, ollamaNotFound } from '../../api/ollama/names.js';
-import { assertJsonDepth, parseKnownFields } from '../../api/validate.js';
+import { assertJsonDepth, parseRequest } from '../../api/validate.js';
 import { MODEL_KINDS } from '../../core/catalog.js';
 import { InvalidRequestError, NotFoundError } from '../../core/errors.js';
 import { ggufMetadata } from '../../core/gguf-facts.js';
@@ -78,7 +78,7 @@ export function ollamaModelsRouter(ctx: ServerContext): Router {
   });
 
   router.post('/api/show', anyJson, async (req, res) => {
-    const body = parseKnownFields(showRequestSchema, req.body);
+    const body = parseRequest(showRequestSchema, req.body);
     const installed = await resolveOllamaModel(engine, requestedModel(body), MODEL_KINDS);
     const model = await describeModel(installed);
     const verbose = body.verbose === true;
@@ -128,7 +128,7 @@ export function ollamaModelsRouter(ctx: ServerContext): Router {
   router.post('/api/pull', anyJson, ollamaPull(ctx));
 
   router.delete('/api/delete', anyJson, async (req, res) => {
-    const name = requestedModel(parseKnownFields(deleteRequestSchema, req.body));
+    const name = requestedModel(parseRequest(deleteRequestSchema, req.body));
     // The store's names only (ids, catalog aliases): a name that stands for a default (whisper-1) deletes nothing.
     const candidates = lserveCandidates(name);
     let target = name;
@@ -143,7 +143,7 @@ export function ollamaModelsRouter(ctx: ServerContext): Router {
   });
 
   router.post('/api/copy', anyJson, async (req, res) => {
-    const { source, destination } = parseKnownFields(copyRequestSchema, req.body);
+    const { source, destination } = parseRequest(copyRequestSchema, req.body);
     const installed = await resolveOllamaModel(engine, source, MODEL_KINDS).catch((error: unknown) => {
       throw error instanceof NotFoundError ? new NotFoundError(ollamaNotFound(source), { code: 'model_not_found', param: 'source' }) : error;
     });
@@ -162,7 +162,7 @@ export function ollamaModelsRouter(ctx: ServerContext): Router {
   });
 
   router.post('/api/push', anyJson, (req, res) => {
-    requestedModel(parseKnownFields(pushRequestSchema, req.body));
+    requestedModel(parseRequest(pushRequestSchema, req.body));
     res.status(501).json({ error: PUSH_REFUSED });
   });
 

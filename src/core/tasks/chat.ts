@@ -158,6 +158,8 @@ export interface ChatModel extends LoadedModel {
    * (and, with several, another stays free for other requests).
    */
   prefill?(request: ChatRequest, signal: AbortSignal): Promise<void>;
+  /** The prompt `request` becomes in the model's chat template, as text (special tokens spelled out). */
+  renderPrompt?(request: ChatRequest): Promise<string>;
   /** The model's token ids for `text`, special tokens read as such (no BOS added); and the text of ids. */
   tokenize?(text: string): Promise<number[]>;
   detokenize?(tokens: readonly number[]): Promise<string>;

@@ -176,6 +176,11 @@ export class LlamaChatModel implements ChatModel {
     this.generations.get(generationId)?.resume?.();
   }
 
+  async renderPrompt(request: ChatRequest): Promise<string> {
+    const { prompt } = this.requests.promptOf(request, request.messages);
+    return this.model.detokenize(prompt, true);
+  }
+
   async tokenize(text: string): Promise<number[]> {
     return this.model.tokenize(text, true);
   }

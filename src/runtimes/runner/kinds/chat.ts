@@ -21,6 +21,7 @@ export class ChatRunnerClient extends RunnerClient<ChatModel, ChatProps> impleme
   declare readonly hold?: ChatModel['hold'];
   declare readonly resume?: ChatModel['resume'];
   declare readonly complete?: ChatModel['complete'];
+  declare readonly renderPrompt?: ChatModel['renderPrompt'];
   declare readonly tokenize?: ChatModel['tokenize'];
   declare readonly detokenize?: ChatModel['detokenize'];
 
@@ -29,6 +30,7 @@ export class ChatRunnerClient extends RunnerClient<ChatModel, ChatProps> impleme
     if (this.remote.has('prefill')) this.prefill = (request, signal) => this.remote.call('prefill', request, signal);
     if (this.remote.has('hold')) this.hold = (generationId, ms) => this.remote.call('hold', generationId, ms);
     if (this.remote.has('resume')) this.resume = (generationId) => this.remote.call('resume', generationId);
+    if (this.remote.has('renderPrompt')) this.renderPrompt = (request) => this.remote.call('renderPrompt', request);
     if (this.remote.has('tokenize')) this.tokenize = (text) => this.remote.call('tokenize', text);
     if (this.remote.has('detokenize')) this.detokenize = (tokens) => this.remote.call('detokenize', tokens);
     if (this.remote.has('complete')) this.complete = (request, signal) => this.remote.stream('complete', request, signal);
@@ -79,6 +81,7 @@ export function serveChat(model: LoadedModel): Served {
       hold: model.hold?.bind(model),
       resume: model.resume?.bind(model),
       complete: model.complete?.bind(model),
+      renderPrompt: model.renderPrompt?.bind(model),
       tokenize: model.tokenize?.bind(model),
       detokenize: model.detokenize?.bind(model),
     },

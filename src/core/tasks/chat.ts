@@ -117,10 +117,24 @@ export interface CompletionRequest
   > {
   /** The text to continue, special tokens (`<|im_start|>`) read as such. */
   prompt: string;
+  /** The prompt as token ids instead, evaluated as they are (after the BOS token where the model wants one). */
+  promptTokens?: number[];
   /** The text after the gap to fill. */
   suffix?: string;
+  /** Log-probabilities wanted, with this many likeliest alternatives per token (0–20). */
+  logprobs?: number;
+  /** With `logprobs`: the prompt's tokens scored too. */
+  echo?: boolean;
 }
 
+
+/** A token's log-probability (null for a prompt's first token, which nothing predicts) and the likeliest tokens at its position. */
+export interface TokenLogprob {
+  id: number;
+  text: string;
+  logprob: number | null;
+  top: Array<{ id: number; text: string; logprob: number }>;
+}
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
@@ -139,6 +153,8 @@ export type ChatDelta =
   | { type: 'reasoning'; text: string }
   | { type: 'content'; text: string }
   | { type: 'tool_call'; index: number; call: ChatToolCall }
+  /** Asked for (CompletionRequest.logprobs): the prompt's tokens scored (with `echo`), before any content; the answer's, before `done`. */
+  | { type: 'logprobs'; part: 'prompt' | 'answer'; tokens: TokenLogprob[] }
   | { type: 'done'; finishReason: FinishReason; stopSequence: string | null; usage: ChatUsage };
 
 /** What a chat backend's loaded model offers the task. */

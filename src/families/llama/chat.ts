@@ -10,6 +10,7 @@ import type { MediaProjector, RequestMedia } from '../../runtimes/llama/mtmd.js'
 import type { SequenceStateCache } from '../../runtimes/llama/state-cache.js';
 import { GrowingContext, type ChatContextState } from './chat-context.js';
 import { completionPrompt } from './completion-prompt.js';
+import { answerLogprobs, promptLogprobs } from './token-logprobs.js';
 import { ChatOptions, finishOf } from './chat-options.js';
 import type { Slot } from './conversation-slots.js';
 import { fingerprint, pickSlot, reusedTokens } from './slot-choice.js';
@@ -200,12 +201,17 @@ export class LlamaChatModel implements ChatModel {
     const { slot, state } = await this.contexts.take(prompt.tokens, prompt.tokens.length, (free) => pickSlot(free, []), request.maxTokens, signal);
     const { slots, gate, info } = state;
     const room = info.contextSize - prompt.tokens.length;
-    const cachedPromptTokens = reusedTokens(slot.sequence, prompt.tokens);
+    const top = request.logprobs;
+    // Scoring the prompt evaluates it whole: a cached prefix kept no logits.
+    const scorePrompt = top !== undefined && request.echo === true;
+    const cachedPromptTokens = scorePrompt ? 0 : reusedTokens(slot.sequence, prompt.tokens);
     const stop = new AbortController();
     const queue = new PushQueue<ChatDelta>();
     queue.push({ type: 'start', promptTokens: prompt.tokens.length, cachedPromptTokens });
     const completion = new LlamaCompletion({ contextSequence: slot.sequence });
-    const outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
+    // Counted from after the prompt's scoring, to before the answer's: the scoring samples too.
+    let outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
+    const answer: Token[] = [];
     const usage = () => ({ promptTokens: prompt.tokens.length, cachedPromptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore, reasoningTokens: 0 });
     const options: LlamaCompletionGenerationOptions = {
       signal: AbortSignal.any([signal, stop.signal]),
@@ -215,20 +221,28 @@ export class LlamaChatModel implements ChatModel {
       tokenBias,
       grammar,
       customStopTriggers: request.stop?.length ? request.stop : undefined,
+      onToken: (tokens) => answer.push(...tokens),
       onTextChunk: (text) => {
         if (text !== '') queue.push({ type: 'content', text });
       },
     };
     slot.held = [];
-    const generated = prompt.suffix ? completion.generateInfillCompletionWithMeta(prompt.prefix, prompt.suffix, options) : completion.generateCompletionWithMeta(prompt.prefix, options);
-    const done = generated.finally(() => gate.leave(slot.sequence)).then(
-      ({ metadata }) => {
-        const stopSequence = metadata.stopReason === 'customStopTrigger' ? metadata.customStopTrigger.filter((part) => typeof part === 'string').join('') : null;
-        queue.push({ type: 'done', finishReason: metadata.stopReason === 'maxTokens' ? 'length' : 'stop', stopSequence, usage: usage() });
-        queue.end();
-      },
-      endOnFailure(queue, usage),
-    );
+    const work = async () => {
+      if (scorePrompt) {
+        queue.push({ type: 'logprobs', part: 'prompt', tokens: await promptLogprobs(this.model, slot.sequence, prompt.tokens, top) });
+        outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
+      }
+      // max_tokens 0 (with echo: the prompt scored, nothing generated).
+      if (request.maxTokens === 0) return queue.push({ type: 'done', finishReason: 'length', stopSequence: null, usage: usage() });
+      const { metadata } = await (prompt.suffix ? completion.generateInfillCompletionWithMeta(prompt.prefix, prompt.suffix, options) : completion.generateCompletionWithMeta(prompt.prefix, options));
+      const used = usage();
+      if (top !== undefined) queue.push({ type: 'logprobs', part: 'answer', tokens: await answerLogprobs(this.model, slot.sequence, prompt.tokens, answer, top) });
+      const stopSequence = metadata.stopReason === 'customStopTrigger' ? metadata.customStopTrigger.filter((part) => typeof part === 'string').join('') : null;
+      queue.push({ type: 'done', finishReason: metadata.stopReason === 'maxTokens' ? 'length' : 'stop', stopSequence, usage: used });
+    };
+    const done = work()
+      .finally(() => gate.leave(slot.sequence))
+      .then(() => queue.end(), endOnFailure(queue, usage));
     try {
       yield* queue;
     } finally {

@@ -56,7 +56,7 @@ export function chatRouter({ engine, shutdown, inputs }: ServerContext): Router 
           sawToolCall = true;
           const { call } = delta;
           sse.data(chunk({ tool_calls: [{ index: delta.index, id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }] }));
-        } else {
+        } else if (delta.type === 'done') {
           sse.data(chunk({}, sawToolCall ? 'tool_calls' : delta.finishReason));
           if (includeUsage) sse.data({ ...chunk({}), choices: [], usage: usageOf(delta.usage) });
         }

@@ -6,6 +6,7 @@ import { modelsRouter } from './models.js';
 import { ocrRouter } from './ocr.js';
 import { imagesRouter } from './images.js';
 import { chatRouter } from './chat.js';
+import { completionsRouter } from './completions.js';
 import { anthropicRouter } from './anthropic.js';
 import { responsesRouter } from './responses.js';
 import { rerankRouter } from './rerank.js';
@@ -23,7 +24,7 @@ import { ollamaModelsRouter } from './ollama-models.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
 export const routers: Array<(ctx: ServerContext) => Router> = [
-  modelStoreRouter, modelsRouter, chatRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter,
+  modelStoreRouter, modelsRouter, chatRouter, completionsRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter,
   ollamaChatRouter, ollamaEmbedRouter, ollamaModelsRouter,
 ];
 

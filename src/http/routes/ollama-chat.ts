@@ -157,7 +157,7 @@ async function answer<T>(res: Response, stream: boolean, started: number, deltas
         marks.ended = now;
         usage = delta.usage;
         gathered.finishReason = delta.finishReason;
-      } else {
+      } else if (delta.type !== 'logprobs') {
         if (!marks.firstToken) marks.firstToken = now;
         if (delta.type === 'content') gathered.content += delta.text;
         else if (delta.type === 'reasoning') gathered.reasoning += delta.text;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { UnsupportedError } from '../core/errors.js';
-import type { ChatMessage, ChatRequest, ChatResult, ChatToolChoice, ChatUsage } from '../core/tasks/chat.js';
+import type { ChatMessage, ChatRequest, ChatResult, ChatToolChoice, ChatUsage, TokenLogprob } from '../core/tasks/chat.js';
 import { parseKnownFields } from './validate.js';
 import { keepAliveField, stringOr, textContent } from './common.js';
 import { openAiAudioPart, openAiImagePart, partsToContent } from './chat-media.js';
@@ -143,9 +143,9 @@ export const chatCompletionSchema = z.object({
   prompt_cache_key: z.string().nullish(),
   safety_identifier: z.string().nullish(),
   modalities: z.array(z.literal('text', "only 'text' output is supported")).nullish(),
-  logprobs: z.literal(false, 'logprobs are not supported').nullish(),
-  top_logprobs: z.literal(0, 'logprobs are not supported').nullish(),
-});
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.int().min(0).max(20, 'must be at most 20').nullish(),
+}).refine((body) => body.top_logprobs == null || body.logprobs === true, { message: 'top_logprobs needs logprobs: true', path: ['top_logprobs'] });
 export type ChatCompletionBody = z.output<typeof chatCompletionSchema>;
 
 export function parseChatCompletion(body: unknown): ChatCompletionBody {
@@ -192,6 +192,7 @@ export function toChatRequest(body: ChatCompletionBody): ChatRequest {
     presencePenalty: body.presence_penalty ?? undefined,
     frequencyPenalty: body.frequency_penalty ?? undefined,
     logitBias: tokenBias(body.logit_bias),
+    logprobs: body.logprobs ? (body.top_logprobs ?? 0) : undefined,
     thinking: body.thinking_enabled ?? undefined,
     thinkingBudget: body.thinking_tokens ?? undefined,
     reasoningEffort: body.reasoning_effort ?? undefined,
@@ -232,7 +233,7 @@ export interface ChatCompletion {
   choices: Array<{
     index: 0;
     message: { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: ChatCompletionToolCall[] };
-    logprobs: null;
+    logprobs: ChatLogprobs | null;
     finish_reason: 'stop' | 'length' | 'tool_calls';
   }>;
   usage: ChatCompletionUsage;
@@ -252,10 +253,24 @@ export interface ChatCompletionChunk {
       reasoning_content?: string;
       tool_calls?: Array<{ index: number } & ChatCompletionToolCall>;
     };
-    logprobs: null;
+    logprobs: ChatLogprobs | null;
     finish_reason: 'stop' | 'length' | 'tool_calls' | null;
   }>;
   usage?: ChatCompletionUsage | null;
+}
+
+/** OpenAI's chat logprobs: each answer token with its bytes and likeliest alternatives. */
+export interface ChatLogprobs {
+  content: Array<{ token: string; logprob: number; bytes: number[]; top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }> }>;
+  refusal: null;
+}
+
+export function chatLogprobs(tokens: readonly TokenLogprob[]): ChatLogprobs {
+  const bytes = (text: string) => [...Buffer.from(text, 'utf8')];
+  return {
+    content: tokens.map((t) => ({ token: t.text, logprob: t.logprob ?? 0, bytes: bytes(t.text), top_logprobs: t.top.map((a) => ({ token: a.text, logprob: a.logprob, bytes: bytes(a.text) })) })),
+    refusal: null,
+  };
 }
 
 export const SYSTEM_FINGERPRINT = 'fp_lserve_llama';
@@ -288,7 +303,7 @@ export function chatCompletionFrom(result: ChatResult, model: string, id: string
           ...(result.reasoning ? { reasoning_content: result.reasoning } : {}),
           ...(called ? { tool_calls: result.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
         },
-        logprobs: null,
+        logprobs: result.logprobs ? chatLogprobs(result.logprobs) : null,
         finish_reason: called ? 'tool_calls' : result.finishReason,
       },
     ],

@@ -156,3 +156,42 @@ describe('POST /v1/completions', () => {
     expect(res.status).toBe(400);
   });
 });
+
+describe('log-probabilities in chat completions', () => {
+  const base = { model: CHAT_MODEL_ID, messages: [{ role: 'user' as const, content: 'Count with me.' }], temperature: 0, max_tokens: 6, logit_bias: NEVER_END, thinking_enabled: false } as OpenAI.ChatCompletionCreateParamsNonStreaming;
+
+  it('gives each answer token with its bytes and likeliest alternatives; greedy picks the first', async () => {
+    const answer = await client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 3 });
+    const content = answer.choices[0]!.logprobs!.content!;
+    expect(content).toHaveLength(6);
+    expect(content.map((t) => t.token).join('')).toBe(answer.choices[0]!.message.content);
+    for (const token of content) {
+      expect(token.bytes).toEqual([...Buffer.from(token.token, 'utf8')]);
+      expect(token.top_logprobs).toHaveLength(3);
+      expect(token.logprob).toBeCloseTo(token.top_logprobs[0]!.logprob, 5);
+      expect(token.top_logprobs[0]!.logprob).toBeGreaterThanOrEqual(token.top_logprobs[2]!.logprob);
+    }
+    const plain = await client.chat.completions.create(base);
+    expect(plain.choices[0]!.logprobs).toBeNull();
+    expect(plain.choices[0]!.message.content).toBe(answer.choices[0]!.message.content);
+  });
+
+  it('streams them in a chunk of their own before the last', async () => {
+    const stream = await client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 1, stream: true });
+    let text = '';
+    const scored: string[] = [];
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      for (const token of chunk.choices[0]?.logprobs?.content ?? []) scored.push(token.token);
+    }
+    expect(scored.join('')).toBe(text);
+  });
+
+  it('refuses logprobs with tools, and top_logprobs without logprobs', async () => {
+    const tool = { type: 'function' as const, function: { name: 'f', parameters: { type: 'object', properties: {} } } };
+    await expect(client.chat.completions.create({ ...base, logprobs: true, tools: [tool] })).rejects.toMatchObject({ status: 400, param: 'logprobs' });
+    await expect(client.chat.completions.create({ ...base, top_logprobs: 2 })).rejects.toMatchObject({ status: 400, param: 'top_logprobs' });
+    await expect(client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 21 })).rejects.toMatchObject({ status: 400, param: 'top_logprobs' });
+  });
+});
+

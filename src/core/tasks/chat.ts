@@ -86,6 +86,8 @@ export interface ChatRequest {
   minP?: number;
   /** llama.cpp's multiplicative repetition penalty (Ollama's repeat_penalty); 1 or absent: none. */
   repeatPenalty?: number;
+  /** Log-probabilities of the answer's tokens wanted, with this many likeliest alternatives each (0–20). */
+  logprobs?: number;
   /** Token id → additive logit bias (OpenAI's logit_bias). */
   logitBias?: Record<number, number>;
   /** Template's enable-thinking switch; undefined = the model's default. */
@@ -307,6 +309,8 @@ export interface ChatResult {
   finishReason: FinishReason;
   stopSequence: string | null;
   usage: ChatUsage;
+  /** The answer's tokens scored, when the request asked (ChatRequest.logprobs). */
+  logprobs?: TokenLogprob[];
 }
 
 /** Gathers a whole delta stream into one result (the non-streamed responses). */
@@ -315,12 +319,14 @@ export async function collectChat(deltas: AsyncIterable<ChatDelta>): Promise<Cha
   let reasoning = '';
   const toolCalls: ChatToolCall[] = [];
   let model: string | undefined;
+  let logprobs: TokenLogprob[] | undefined;
   for await (const delta of deltas) {
     if (delta.type === 'start') model = delta.model;
     else if (delta.type === 'content') content += delta.text;
     else if (delta.type === 'reasoning') reasoning += delta.text;
     else if (delta.type === 'tool_call') toolCalls.push(delta.call);
-    else if (delta.type === 'done') return { model, content, reasoning, toolCalls, finishReason: delta.finishReason, stopSequence: delta.stopSequence, usage: delta.usage };
+    else if (delta.type === 'logprobs') logprobs = delta.tokens;
+    else if (delta.type === 'done') return { model, content, reasoning, toolCalls, finishReason: delta.finishReason, stopSequence: delta.stopSequence, usage: delta.usage, ...(logprobs ? { logprobs } : {}) };
   }
   throw new Error('chat stream ended without a final delta');
 }

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { LlamaChat, LlamaCompletion, type ChatModelFunctions, type LlamaCompletionGenerationOptions, type LlamaChatResponseChunk, type LlamaContext, type LlamaModel, type LLamaChatGenerateResponseOptions, type Token } from 'node-llama-cpp';
+import { LlamaChat, LlamaCompletion, type ChatModelFunctions, type LlamaCompletionGenerationOptions, type LlamaChatResponseChunk, type LlamaContext, type LlamaContextSequence, type LlamaModel, type LLamaChatGenerateResponseOptions, type Token } from 'node-llama-cpp';
 import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
 import { PushQueue } from '../../core/push-queue.js';
-import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type ChatUsage, type CompletionRequest } from '../../core/tasks/chat.js';
+import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type ChatUsage, type CompletionRequest, type TokenLogprob } from '../../core/tasks/chat.js';
 import type { DecodeGate } from '../../runtimes/llama/decode-gate.js';
 import { KvCacheFullError } from '../../runtimes/llama/kv-cells.js';
 import { vocabularySize } from '../../runtimes/llama/runtime.js';
@@ -253,11 +253,37 @@ export class LlamaChatModel implements ChatModel {
     }
   }
 
+  /**
+   * The answer's tokens scored (token-logprobs.ts): all that was generated
+   * after the prompt (a thought included) is evaluated again, and the
+   * answer's own tokens, the last ones, are kept.
+   */
+  private async scoreAnswer(sequence: LlamaContextSequence, prompt: Token[], answer: Token[], top: number): Promise<TokenLogprob[]> {
+    const generated = sequence.contextTokens.slice(prompt.length);
+    // Where the answer stands among them: the last place its tokens do, after any thought.
+    const find = () => {
+      for (let start = generated.length - answer.length; start >= 0; start--) if (answer.every((t, i) => generated[start + i] === t)) return start;
+      return -1;
+    };
+    let start = find();
+    // The last token sampled is not evaluated into the sequence until the next one is asked for.
+    if (start < 0 && answer.length > 0) {
+      generated.push(answer.at(-1)!);
+      start = find();
+    }
+    if (start < 0) return [];
+    const scored = await answerLogprobs(this.model, sequence, prompt, generated.slice(0, start + answer.length), top);
+    return scored.slice(start);
+  }
+
   private async *generateWith(request: ChatRequest, media: RequestMedia | undefined, signal: AbortSignal): AsyncIterable<ChatDelta> {
     // Everything that can reject the request happens before it takes a sequence.
     const messages = media ? request.messages.map((m, i) => ({ ...m, content: media.contents[i]! })) : request.messages;
     const { history, functions, wrapper, prompt } = this.requests.promptOf(request, messages);
     const grammar = await this.requests.grammarFor(request, functions !== undefined);
+    if (request.logprobs !== undefined && (functions !== undefined || media)) {
+      throw new UnsupportedError('logprobs cannot be combined with tools or image and audio input on this engine.', { param: 'logprobs' });
+    }
     // KV cells, which is what the context holds and what llama.cpp's server counts: a media item's embeddings, not its positions.
     const promptTokens = prompt.length + (this.projector?.extraCellsIn(prompt) ?? 0);
     const tokenBias = this.requests.tokenBiasFor(request);
@@ -283,8 +309,11 @@ export class LlamaChatModel implements ChatModel {
     let content = '';
     let afterThought = false;
     let reasoningTokens = 0;
+    // The answer's own tokens (not its thought), to score when asked.
+    const answerTokens: Token[] = [];
     const onResponseChunk = (chunk: LlamaChatResponseChunk) => {
       if (chunk.type === 'segment') reasoningTokens += chunk.tokens.length;
+      else if (request.logprobs !== undefined) answerTokens.push(...chunk.tokens);
       if (chunk.text === '') return;
       if (chunk.type === 'segment') {
         afterThought = true;
@@ -322,8 +351,10 @@ export class LlamaChatModel implements ChatModel {
         : { grammar }),
     };
     const done = chat.generateResponse(history, options).finally(() => gate.leave(slot.sequence)).then(
-      (response) => {
-        queue.push({ type: 'done', ...finishOf(response), usage: usage() });
+      async (response) => {
+        const used = usage();
+        if (request.logprobs !== undefined) queue.push({ type: 'logprobs', part: 'answer', tokens: await this.scoreAnswer(slot.sequence, prompt, answerTokens, request.logprobs) });
+        queue.push({ type: 'done', ...finishOf(response), usage: used });
         queue.end();
         slot.held = [...fingerprints, fingerprint({ role: 'assistant', content, toolCalls: calls })];
       },

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Router } from 'express';
-import { chatCompletionFrom, parseChatCompletion, SYSTEM_FINGERPRINT, toChatRequest, usageOf, type ChatCompletion, type ChatCompletionChunk } from '../../api/chat.js';
+import { chatCompletionFrom, chatLogprobs, parseChatCompletion, SYSTEM_FINGERPRINT, toChatRequest, usageOf, type ChatCompletion, type ChatCompletionChunk } from '../../api/chat.js';
 import { chat, collectChat, type ChatDelta } from '../../core/tasks/chat.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
@@ -56,6 +56,9 @@ export function chatRouter({ engine, shutdown, inputs }: ServerContext): Router 
           sawToolCall = true;
           const { call } = delta;
           sse.data(chunk({ tool_calls: [{ index: delta.index, id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }] }));
+        } else if (delta.type === 'logprobs') {
+          // Scored once the answer is generated: its tokens' log-probabilities come in one chunk before the last.
+          sse.data({ ...chunk({}), choices: [{ index: 0, delta: {}, logprobs: chatLogprobs(delta.tokens), finish_reason: null }] });
         } else if (delta.type === 'done') {
           sse.data(chunk({}, sawToolCall ? 'tool_calls' : delta.finishReason));
           if (includeUsage) sse.data({ ...chunk({}), choices: [], usage: usageOf(delta.usage) });

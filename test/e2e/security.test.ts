@@ -62,6 +62,11 @@ const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: 
   { method: 'POST', path: '/api/embed', body: { model: 'x', input: 'y' }, ollama: true },
   { method: 'POST', path: '/api/embeddings', body: { model: 'x', prompt: 'y' }, ollama: true },
   { method: 'POST', path: '/api/push', body: { model: 'x' }, ollama: true },
+  // llama.cpp's server routes: OpenAI's error shape.
+  { method: 'POST', path: '/tokenize', body: { content: 'hi' } },
+  { method: 'POST', path: '/detokenize', body: { tokens: [1] } },
+  { method: 'POST', path: '/apply-template', body: { messages: [{ role: 'user', content: 'hi' }] } },
+  { method: 'POST', path: '/infill', body: { input_prefix: 'a', input_suffix: 'b' } },
 ];
 
 interface Answer {

@@ -94,6 +94,14 @@ describe('API key and CORS', () => {
     expect((await fetch(`${server.url}/v1/models`, { headers: { authorization: 'Bearer wrong!' } })).status).toBe(401);
   });
 
+  it('asks the key on llama.cpp\'s routes too', async () => {
+    for (const route of ['/tokenize', '/detokenize', '/apply-template', '/infill']) {
+      const res = await fetch(`${server.url}${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect(res.status, route).toBe(401);
+      expectOpenAIError(await res.json(), 'authentication_error');
+    }
+  });
+
   it('accepts Bearer and x-api-key', async () => {
     expect((await fetch(`${server.url}/v1/models`, { headers: { authorization: 'Bearer sekret' } })).status).toBe(200);
     expect((await fetch(`${server.url}/v1/models`, { headers: { 'x-api-key': 'sekret' } })).status).toBe(200);

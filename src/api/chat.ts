@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { UnsupportedError } from '../core/errors.js';
+import { InvalidRequestError, UnsupportedError } from '../core/errors.js';
 import type { ChatMessage, ChatRequest, ChatResult, ChatToolChoice, ChatUsage, TokenLogprob } from '../core/tasks/chat.js';
 import { parseKnownFields } from './validate.js';
 import { keepAliveField, stringOr, textContent } from './common.js';
@@ -145,11 +145,14 @@ export const chatCompletionSchema = z.object({
   modalities: z.array(z.literal('text', "only 'text' output is supported")).nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.int().min(0).max(20, 'must be at most 20').nullish(),
-}).refine((body) => body.top_logprobs == null || body.logprobs === true, { message: 'top_logprobs needs logprobs: true', path: ['top_logprobs'] });
+});
 export type ChatCompletionBody = z.output<typeof chatCompletionSchema>;
 
 export function parseChatCompletion(body: unknown): ChatCompletionBody {
-  return parseKnownFields(chatCompletionSchema, body);
+  const parsed = parseKnownFields(chatCompletionSchema, body);
+  // As OpenAI: alternatives are asked for with the log-probabilities themselves.
+  if (parsed.top_logprobs != null && parsed.logprobs !== true) throw new InvalidRequestError("Invalid 'top_logprobs': needs logprobs: true.", { param: 'top_logprobs' });
+  return parsed;
 }
 
 export function toChatRequest(body: ChatCompletionBody): ChatRequest {

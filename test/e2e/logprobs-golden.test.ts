@@ -1,0 +1,87 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * Log-probabilities proven against transformers: the tiny Qwen3 of
+ * test/golden/qwen3-logprobs (README.md there: how it was made, and what
+ * llama.cpp's own server measures against it) scored through lserve's
+ * /v1/completions and chat logprobs with the official SDK. Each prompt
+ * token's log-probability, and the top 5 at each position, must be
+ * transformers' within TOLERANCE; the greedy continuations and the
+ * fill-in-the-middle answer token for token.
+ */
+
+const golden = (file: string) => fileURLToPath(new URL(`../golden/qwen3-logprobs/${file}`, import.meta.url));
+type Top = Array<[number, number]>;
+interface Reference {
+  prompts: Array<{ text: string; ids: number[]; logprob: number[]; top: Top[]; gaps: number[] }>;
+  greedy: Array<{ prompt: number; tokens: number[]; logprob: number[]; top: Top[]; continuation: string }>;
+  fim: { prefix: string; suffix: string; ids: number[]; tokens: number[]; logprob: number[]; middle: string };
+}
+const reference = JSON.parse(readFileSync(golden('reference.json'), 'utf8')) as Reference;
+const MODEL = 'qwen3-golden';
+/** llama.cpp's f16 KV cache against transformers' fp32 (the README's figures: at most 8.7e-3 nats). */
+const TOLERANCE = 0.02;
+
+let server: TestServer;
+let client: OpenAI;
+
+beforeAll(async () => {
+  server = await startTestServer({ engine: { threads: 1 } });
+  await server.engine.store.registerLocal(golden('model.gguf'), { kind: 'chat', id: MODEL });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+}, 60_000);
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe('log-probabilities against transformers (the Qwen3 golden model)', () => {
+  it('scores every prompt token with echo and max_tokens 0, the top 5 included', async () => {
+    let worst = 0;
+    for (const prompt of reference.prompts) {
+      const answer = await client.completions.create({ model: MODEL, prompt: prompt.ids, echo: true, logprobs: 5, max_tokens: 0 });
+      const lp = answer.choices[0]!.logprobs as Required<OpenAI.Completions.CompletionChoice.Logprobs>;
+      expect(lp.token_logprobs).toHaveLength(prompt.ids.length);
+      expect(lp.token_logprobs[0]).toBeNull();
+      prompt.logprob.forEach((expected, i) => {
+        const got = lp.token_logprobs[i + 1]!;
+        worst = Math.max(worst, Math.abs(got - expected));
+        expect(Math.abs(got - expected), `${prompt.text} @${i + 1}`).toBeLessThan(TOLERANCE);
+        // The top 5's numbers, likeliest first, where the reference's order is sure.
+        const top = Object.values(lp.top_logprobs[i + 1]!);
+        if (prompt.gaps[i]! > TOLERANCE) prompt.top[i]!.forEach(([, value], k) => expect(Math.abs(top[k]! - value), `${prompt.text} @${i + 1} top ${k}`).toBeLessThan(TOLERANCE));
+      });
+    }
+    console.log(`logprobs golden: worst |Δ| over ${reference.prompts.reduce((n, p) => n + p.logprob.length, 0)} prompt tokens: ${worst.toExponential(2)} nats`);
+  }, 120_000);
+
+  it('continues greedily with transformers\' tokens, each scored as it scores them', async () => {
+    for (const g of reference.greedy) {
+      const answer = await client.completions.create({ model: MODEL, prompt: reference.prompts[g.prompt]!.ids, max_tokens: g.tokens.length, temperature: 0, logprobs: 5 });
+      expect(answer.choices[0]!.text).toBe(g.continuation);
+      const lp = answer.choices[0]!.logprobs as Required<OpenAI.Completions.CompletionChoice.Logprobs>;
+      g.logprob.forEach((expected, i) => expect(Math.abs(lp.token_logprobs[i]! - expected)).toBeLessThan(TOLERANCE));
+    }
+  }, 60_000);
+
+  it('fills the middle as the model card lays it out', async () => {
+    const { fim } = reference;
+    const answer = await client.completions.create({ model: MODEL, prompt: fim.prefix, suffix: fim.suffix, max_tokens: fim.tokens.length, temperature: 0, logprobs: 1 });
+    expect(answer.usage!.prompt_tokens).toBe(fim.ids.length);
+    expect(answer.choices[0]!.text).toBe(fim.middle);
+    const lp = answer.choices[0]!.logprobs as Required<OpenAI.Completions.CompletionChoice.Logprobs>;
+    fim.logprob.forEach((expected, i) => expect(Math.abs(lp.token_logprobs[i]! - expected)).toBeLessThan(TOLERANCE));
+  }, 60_000);
+
+  it('gives chat the same numbers for the same tokens', async () => {
+    const g = reference.greedy[0]!;
+    const text = reference.prompts[g.prompt]!.text;
+    // The same continuation scored through chat: its prompt is the template's, so only the shapes and the greedy lead are compared.
+    const answer = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: text }], max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 5, thinking_enabled: false } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    for (const token of answer.choices[0]!.logprobs!.content!) expect(token.logprob).toBeCloseTo(token.top_logprobs[0]!.logprob, 5);
+  }, 60_000);
+});

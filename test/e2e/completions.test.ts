@@ -195,3 +195,18 @@ describe('log-probabilities in chat completions', () => {
   });
 });
 
+describe('log-probabilities in the Responses API', () => {
+  it('gives the answer text its tokens with include message.output_text.logprobs, streamed and not', async () => {
+    const request = { model: CHAT_MODEL_ID, input: 'Count with me.', max_output_tokens: 5, temperature: 0, include: ['message.output_text.logprobs' as const], top_logprobs: 2, store: false, reasoning: { effort: 'none' } } as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+    const response = await client.responses.create({ ...request, logit_bias: NEVER_END } as never as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    const message = response.output.find((item) => item.type === 'message') as OpenAI.Responses.ResponseOutputMessage;
+    const text = message.content[0] as OpenAI.Responses.ResponseOutputText;
+    expect(text.logprobs!.map((t) => t.token).join('')).toBe(text.text);
+    expect(text.logprobs!.every((t) => t.top_logprobs.length === 2 && Math.abs(t.logprob - t.top_logprobs[0]!.logprob) < 1e-5)).toBe(true);
+    const stream = await client.responses.create({ ...request, stream: true, logit_bias: NEVER_END } as never as OpenAI.Responses.ResponseCreateParamsStreaming);
+    let done: OpenAI.Responses.ResponseTextDoneEvent | undefined;
+    for await (const event of stream) if (event.type === 'response.output_text.done') done = event;
+    expect(done!.logprobs!.map((t) => t.token).join('')).toBe(done!.text);
+  });
+});
+

@@ -42,8 +42,8 @@ export const RESPONSE_FIELDS = {
   metadata: 'handled',
   // Only false: a background response is a job the client polls, which is not kept here.
   background: 'handled',
-  // Log-probabilities come only with include message.output_text.logprobs, refused above.
-  top_logprobs: 'ignored',
+  // With include message.output_text.logprobs: the alternatives given per token.
+  top_logprobs: 'handled',
   stream_options: 'ignored',
   prompt_cache_key: 'ignored',
   prompt_cache_options: 'ignored',

@@ -1,4 +1,5 @@
 import type { ChatDelta, ChatResult, ChatToolCall, ChatUsage, FinishReason } from '../../core/tasks/chat.js';
+import { chatLogprobs, type ChatLogprobs } from '../chat.js';
 import type { ResponseCreateBody } from './request.js';
 import { itemId } from './items.js';
 import type { ToolIdentity } from './tools.js';
@@ -13,8 +14,11 @@ import type { ToolIdentity } from './tools.js';
 
 export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
+/** A token of the answer's text with its log-probability (include message.output_text.logprobs). */
+export type OutputLogprob = ChatLogprobs['content'][number];
+
 export type OutputItem =
-  | { id: string; type: 'message'; role: 'assistant'; status: ItemStatus; content: Array<{ type: 'output_text'; text: string; annotations: []; logprobs: [] }> }
+  | { id: string; type: 'message'; role: 'assistant'; status: ItemStatus; content: Array<{ type: 'output_text'; text: string; annotations: []; logprobs: OutputLogprob[] }> }
   | { id: string; type: 'reasoning'; summary: []; content: Array<{ type: 'reasoning_text'; text: string }>; encrypted_content?: string; status: ItemStatus }
   | { id: string; type: 'function_call'; call_id: string; name: string; namespace?: string; arguments: string; status: ItemStatus }
   | { id: string; type: 'custom_tool_call'; call_id: string; name: string; namespace?: string; input: string; status: ItemStatus }
@@ -122,6 +126,8 @@ export class ResponseAssembler {
   readonly output: OutputItem[] = [];
   private sequence = 0;
   private open: OpenText | null = null;
+  /** The answer's tokens scored, given to the message's text when it closes. */
+  private logprobs: OutputLogprob[] = [];
 
   constructor(private readonly options: AssemblerOptions) {}
 
@@ -140,6 +146,9 @@ export class ResponseAssembler {
     } else if (delta.type === 'tool_call') {
       this.closeText('completed');
       this.toolCall(delta.call);
+    } else if (delta.type === 'logprobs') {
+      // Scored once the answer is generated, before it ends: its text's part carries them when it closes.
+      this.logprobs = chatLogprobs(delta.tokens).content;
     }
   }
 
@@ -154,6 +163,7 @@ export class ResponseAssembler {
   replay(result: ChatResult): OutputItem[] {
     if (result.reasoning) this.push({ type: 'reasoning', text: result.reasoning });
     if (result.content) this.push({ type: 'content', text: result.content });
+    if (result.logprobs) this.push({ type: 'logprobs', part: 'answer', tokens: result.logprobs });
     result.toolCalls.forEach((call, index) => this.push({ type: 'tool_call', index, call }));
     return this.finish(result.finishReason);
   }
@@ -173,8 +183,8 @@ export class ResponseAssembler {
     return open;
   }
 
-  private part(kind: OpenText['kind'], text: string) {
-    return kind === 'reasoning' ? { type: 'reasoning_text' as const, text } : { type: 'output_text' as const, text, annotations: [] as [], logprobs: [] as [] };
+  private part(kind: OpenText['kind'], text: string, logprobs: OutputLogprob[] = []) {
+    return kind === 'reasoning' ? { type: 'reasoning_text' as const, text } : { type: 'output_text' as const, text, annotations: [] as [], logprobs };
   }
 
   private closeText(status: ItemStatus): void {
@@ -183,8 +193,8 @@ export class ResponseAssembler {
     this.open = null;
     const where = { item_id: open.id, output_index: open.index, content_index: 0 };
     if (open.kind === 'reasoning') this.event('response.reasoning_text.done', { ...where, text: open.text });
-    else this.event('response.output_text.done', { ...where, text: open.text, logprobs: [] });
-    const part = this.part(open.kind, open.text);
+    else this.event('response.output_text.done', { ...where, text: open.text, logprobs: this.logprobs });
+    const part = this.part(open.kind, open.text, open.kind === 'message' ? this.logprobs : []);
     this.event('response.content_part.done', { ...where, part });
     const item = this.output[open.index]!;
     if (item.type === 'reasoning') {

@@ -5,10 +5,19 @@
  */
 import { readSse } from './api.js';
 
+/** An answer token with its probability and the likeliest alternatives (logprobs: the API's log-probabilities). */
+export interface TokenProbability {
+  token: string;
+  logprob: number;
+  top_logprobs: Array<{ token: string; logprob: number }>;
+}
+
 /** A piece of the answer as it arrives. */
 export interface Piece {
   reasoning?: string;
   content?: string;
+  /** The answer's tokens scored (asked with logprobs): they come once the answer is generated. */
+  logprobs?: TokenProbability[];
 }
 
 /** How the turn ended, filled in as the stream tells it. */
@@ -20,7 +29,7 @@ export interface Outcome {
 }
 
 interface Chunk {
-  choices?: Array<{ delta?: { content?: string | null; reasoning_content?: string | null }; finish_reason?: string | null }>;
+  choices?: Array<{ delta?: { content?: string | null; reasoning_content?: string | null }; logprobs?: { content?: TokenProbability[] | null } | null; finish_reason?: string | null }>;
   usage?: { prompt_tokens: number; completion_tokens: number } | null;
   error?: { message: string };
 }
@@ -34,13 +43,14 @@ export async function* completionPieces(res: Response, outcome: Outcome): AsyncG
     const choice = chunk.choices?.[0];
     if (!choice) continue;
     outcome.finish = choice.finish_reason ?? outcome.finish;
-    yield { reasoning: choice.delta?.reasoning_content ?? undefined, content: choice.delta?.content ?? undefined };
+    yield { reasoning: choice.delta?.reasoning_content ?? undefined, content: choice.delta?.content ?? undefined, logprobs: choice.logprobs?.content ?? undefined };
   }
 }
 
 interface ResponseEvent {
   type: string;
   delta?: string;
+  logprobs?: TokenProbability[];
   message?: string;
   response?: { id: string; status: string; usage: { input_tokens: number; output_tokens: number } | null; error: { message: string } | null };
 }
@@ -51,6 +61,7 @@ export async function* responsePieces(res: Response, outcome: Outcome): AsyncGen
     const response = event.response;
     if (event.type === 'response.reasoning_text.delta') yield { reasoning: event.delta };
     else if (event.type === 'response.output_text.delta') yield { content: event.delta };
+    else if (event.type === 'response.output_text.done' && event.logprobs?.length) yield { logprobs: event.logprobs };
     else if (event.type === 'error') throw new Error(event.message ?? 'the response failed');
     else if (event.type === 'response.failed') throw new Error(response?.error?.message ?? 'the response failed');
     else if ((event.type === 'response.completed' || event.type === 'response.incomplete') && response) {

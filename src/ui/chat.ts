@@ -9,7 +9,7 @@
 import { bindModelSelect, call, errorText, missingModel } from './api.js';
 import { mediaView, setupAttachments } from './chat-attach.js';
 import { messagesOf, type Attachment, type Turn } from './chat-media.js';
-import { completionPieces, responsePieces, type Outcome } from './chat-stream.js';
+import { completionPieces, responsePieces, type Outcome, type TokenProbability } from './chat-stream.js';
 import { $, h, numberOrUndefined, setStatus } from './dom.js';
 
 export function setupChat(): void {
@@ -23,6 +23,7 @@ export function setupChat(): void {
   const responses = $<HTMLInputElement>('#chat-responses');
   const responseLine = $('#chat-response');
   const seed = $<HTMLInputElement>('#chat-seed');
+  const probabilitiesOn = $<HTMLInputElement>('#chat-probabilities');
   bindModelSelect(model, ['chat']);
 
   const history: Turn[] = [];
@@ -64,6 +65,7 @@ export function setupChat(): void {
       temperature: numberOrUndefined($<HTMLInputElement>('#chat-temperature')),
       top_p: numberOrUndefined($<HTMLInputElement>('#chat-top-p')),
       thinking_tokens: numberOrUndefined($<HTMLInputElement>('#chat-thinking-tokens')),
+      ...(probabilitiesOn.checked ? (responses.checked ? { include: ['message.output_text.logprobs'], top_logprobs: 5 } : { logprobs: true, top_logprobs: 5 }) : {}),
       ...(responses.checked
         ? {
             instructions: system || undefined,
@@ -125,6 +127,7 @@ export function setupChat(): void {
     let pieces = 0;
     const outcome: Outcome = {};
     let content = '';
+    const probabilities: TokenProbability[] = [];
     try {
       const viaResponses = responses.checked;
       const res = await call(viaResponses ? '/v1/responses' : '/v1/chat/completions', { method: 'POST', json: body(), signal: running.signal });
@@ -143,6 +146,7 @@ export function setupChat(): void {
           content += delta.content;
           answer.content.textContent = content;
         }
+        if (delta.logprobs) probabilities.push(...delta.logprobs);
         if (delta.content || delta.reasoning) {
           pieces++;
           first ??= performance.now();
@@ -150,6 +154,8 @@ export function setupChat(): void {
           scroll();
         }
       }
+      // The tokens, coloured by probability, each with its alternatives on hover.
+      if (probabilities.length && probabilities.map((t) => t.token).join('') === content) answer.content.replaceChildren(...probabilities.map(tokenView));
       if (outcome.responseId) setPrevious(outcome.responseId);
       const cut = outcome.finish === 'length';
       setStatus(status, cut ? 'stopped at max tokens' : '', cut ? 'idle' : 'ok');
@@ -205,4 +211,14 @@ export function setupChat(): void {
     stats.textContent = '';
     setStatus(status, '');
   });
+}
+
+/** A token of the answer, its background from red (unlikely) to clear (certain), its alternatives in its title. */
+function tokenView(token: TokenProbability): HTMLElement {
+  const p = Math.exp(token.logprob);
+  const alternatives = token.top_logprobs.map((t) => `${JSON.stringify(t.token)} ${(Math.exp(t.logprob) * 100).toPrecision(3)}%`).join('\n');
+  const span = h('span.token', { text: token.token, title: `${(p * 100).toPrecision(3)}%\n${alternatives}` });
+  span.style.backgroundColor = `rgba(194, 53, 43, ${(0.45 * (1 - p)).toFixed(3)})`;
+  span.dataset.p = p.toPrecision(3);
+  return span;
 }

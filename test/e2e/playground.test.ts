@@ -203,6 +203,33 @@ describe.skipIf(!chromiumPath)('the playground in headless Chromium', () => {
     await shot('chat');
   }, 60_000);
 
+  it('chat: token probabilities colour each answer token and show its alternatives', async () => {
+    await open('chat');
+    await page.click('#chat-clear');
+    await page.selectOption('#chat-model', CHAT_MODEL_ID);
+    await page.selectOption('#chat-thinking', 'off');
+    await page.fill('#chat-max-tokens', '6');
+    await page.fill('#chat-temperature', '0');
+    await page.fill('#chat-extra', JSON.stringify({ logit_bias: NEVER_END }));
+    await page.check('#chat-probabilities');
+    await page.fill('#chat-input', 'Count with me.');
+    await page.press('#chat-input', 'Enter');
+    const answer = page.locator('.msg.assistant').last();
+    await answer.and(page.locator('[data-done]')).waitFor({ timeout: 30_000 });
+    const tokens = answer.locator('.content .token');
+    expect(await tokens.count()).toBe(6);
+    const seen = await tokens.evaluateAll((spans) => (spans as HTMLElement[]).map((s: HTMLElement) => ({ text: s.textContent as string, title: s.getAttribute('title') as string, p: Number(s.dataset.p) })));
+    expect(seen.map((t) => t.text).join('')).toBe(await answer.locator('.content').textContent());
+    for (const token of seen) {
+      expect(token.p).toBeGreaterThan(0);
+      expect(token.p).toBeLessThanOrEqual(1);
+      // Its own probability, then the five likeliest alternatives.
+      expect(token.title!.split('\n')).toHaveLength(6);
+    }
+    await page.uncheck('#chat-probabilities');
+    await page.fill('#chat-extra', '');
+  }, 60_000);
+
   it('chat over the Responses API: each turn streams from /v1/responses and continues the last response by its id', async () => {
     const sent: Array<Record<string, unknown>> = [];
     const onRequest = (request: import('playwright-core').Request) => {

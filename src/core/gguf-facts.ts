@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { fileMemo } from './file-memo.js';
 import path from 'node:path';
 
 /**
@@ -60,32 +60,14 @@ const FIM_SETS = [
   ['prefix_token_id', 'suffix_token_id', 'middle_token_id'],
 ];
 
-/** Files whose facts are kept; a listing of more models reads the rest again. */
-const CACHE_LIMIT = 64;
-const cache = new Map<string, { key: string; facts: Promise<GgufFacts | undefined> }>();
 
 /** Whether a file is a GGUF by its name (what the store's backends go by). */
 export function isGgufFile(file: string): boolean {
   return /\.gguf$/i.test(file);
 }
 
-/**
- * The facts of a GGUF file, or undefined when it is missing or no GGUF (a
- * damaged or foreign file is no error here: a listing shows what it can).
- */
-export async function ggufFacts(file: string): Promise<GgufFacts | undefined> {
-  const absolute = path.resolve(file);
-  const info = await stat(absolute).catch(() => undefined);
-  if (!info?.isFile()) return undefined;
-  const key = `${info.size}:${info.mtimeMs}`;
-  const hit = cache.get(absolute);
-  if (hit?.key === key) return hit.facts;
-  const facts = readFacts(absolute).catch(() => undefined);
-  cache.delete(absolute);
-  cache.set(absolute, { key, facts });
-  while (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
-  return facts;
-}
+/** The facts of a GGUF file, or undefined when it is missing or no GGUF (a listing shows what it can); kept for the last 64 files read. */
+export const ggufFacts: (file: string) => Promise<GgufFacts | undefined> = fileMemo(readFacts, 64);
 
 /** Every metadata key of a GGUF file, dotted; `full` keeps the tokenizer's arrays too (not cached: they are large). */
 export async function ggufMetadata(file: string, options: { full?: boolean } = {}): Promise<Record<string, GgufValue> | undefined> {

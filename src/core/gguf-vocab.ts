@@ -1,5 +1,4 @@
-import { stat } from 'node:fs/promises';
-import path from 'node:path';
+import { fileMemo } from './file-memo.js';
 import { GGUF_TOKENIZER_ARRAYS, ggufFacts } from './gguf-facts.js';
 
 /**
@@ -58,9 +57,6 @@ export async function vocabSpecials(file: string): Promise<VocabSpecials | undef
   };
 }
 
-/** Vocabularies kept (150k strings each): the one or two models a client is tokenizing with. */
-const VOCAB_CACHE_LIMIT = 2;
-const vocabCache = new Map<string, { key: string; vocab: Promise<Vocabulary | undefined> }>();
 
 /** The token texts and types (llama.cpp's: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte). */
 interface Vocabulary {
@@ -69,19 +65,8 @@ interface Vocabulary {
   types?: number[];
 }
 
-async function vocabulary(file: string): Promise<Vocabulary | undefined> {
-  const absolute = path.resolve(file);
-  const info = await stat(absolute).catch(() => undefined);
-  if (!info?.isFile()) return undefined;
-  const key = `${info.size}:${info.mtimeMs}`;
-  const hit = vocabCache.get(absolute);
-  if (hit?.key === key) return hit.vocab;
-  const vocab = readVocabulary(absolute).catch(() => undefined);
-  vocabCache.delete(absolute);
-  vocabCache.set(absolute, { key, vocab });
-  while (vocabCache.size > VOCAB_CACHE_LIMIT) vocabCache.delete(vocabCache.keys().next().value!);
-  return vocab;
-}
+/** Vocabularies kept (150k strings each): the one or two models a client is tokenizing with. */
+const vocabulary = fileMemo(readVocabulary, 2);
 
 async function readVocabulary(file: string): Promise<Vocabulary | undefined> {
   const { readGgufFileInfo } = await import('node-llama-cpp');

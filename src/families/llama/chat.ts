@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { LlamaChat, LlamaCompletion, type ChatModelFunctions, type LlamaCompletionGenerationOptions, type LlamaChatResponseChunk, type LlamaContext, type LlamaContextSequence, type LlamaModel, type LLamaChatGenerateResponseOptions, type Token } from 'node-llama-cpp';
-import { InvalidRequestError, OverloadedError, UnsupportedError } from '../../core/errors.js';
+import { OverloadedError, UnsupportedError } from '../../core/errors.js';
 import { PushQueue } from '../../core/push-queue.js';
 import { MEDIA_MARKER, type ChatDelta, type ChatModel, type ChatRequest, type ChatUsage, type CompletionRequest, type TokenLogprob } from '../../core/tasks/chat.js';
 import type { DecodeGate } from '../../runtimes/llama/decode-gate.js';
 import { KvCacheFullError } from '../../runtimes/llama/kv-cells.js';
-import { vocabularySize } from '../../runtimes/llama/runtime.js';
 import type { MediaProjector, RequestMedia } from '../../runtimes/llama/mtmd.js';
 import type { SequenceStateCache } from '../../runtimes/llama/state-cache.js';
 import { GrowingContext, type ChatContextState } from './chat-context.js';
-import { completionPrompt } from './completion-prompt.js';
+import { checkedTokens, completionPrompt } from './completion-prompt.js';
 import { answerLogprobs, promptLogprobs } from './token-logprobs.js';
 import { ChatOptions, finishOf } from './chat-options.js';
 import type { Slot } from './conversation-slots.js';
@@ -187,10 +186,7 @@ export class LlamaChatModel implements ChatModel {
   }
 
   async detokenize(tokens: readonly number[]): Promise<string> {
-    const vocab = vocabularySize(this.model) || Infinity;
-    const bad = tokens.find((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
-    if (bad !== undefined) throw new InvalidRequestError(`${bad} is not a token id of this model (its vocabulary has ${vocab} tokens).`, { param: 'context' });
-    return this.model.detokenize(tokens as Token[], true);
+    return this.model.detokenize(checkedTokens(this.model, tokens, 'tokens'), true);
   }
 
   async *complete(request: CompletionRequest, signal: AbortSignal): AsyncIterable<ChatDelta> {

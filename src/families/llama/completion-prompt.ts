@@ -21,7 +21,7 @@ export interface CompletionPrompt {
 
 export function completionPrompt(model: LlamaModel, request: CompletionRequest, label: string): CompletionPrompt {
   const bos = model.tokens.shouldPrependBosToken && model.tokens.bos !== null ? [model.tokens.bos] : [];
-  const prefix = request.promptTokens ? checkedTokens(model, request.promptTokens) : model.tokenize(request.prompt, true);
+  const prefix = request.promptTokens ? checkedTokens(model, request.promptTokens, 'prompt') : model.tokenize(request.prompt, true);
   if (request.suffix === undefined) return { tokens: [...bos, ...prefix], prefix };
   const { prefix: pre, suffix: suf, middle: mid } = model.tokens.infill;
   if (pre === null || suf === null || mid === null) {
@@ -34,10 +34,10 @@ export function completionPrompt(model: LlamaModel, request: CompletionRequest, 
   return { tokens: [...bos, pre, ...prefix, suf, ...suffix, mid], prefix, suffix };
 }
 
-/** Token ids a client gave: each must be one of the model's. */
-function checkedTokens(model: LlamaModel, ids: readonly number[]): Token[] {
+/** Token ids a client gave: each must be one of the model's, else a 400 naming `param`. */
+export function checkedTokens(model: LlamaModel, ids: readonly number[], param: string): Token[] {
   const vocab = vocabularySize(model) || Infinity;
   const bad = ids.find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
-  if (bad !== undefined) throw new InvalidRequestError(`${bad} is not a token id of this model (its vocabulary has ${vocab} tokens).`, { param: 'prompt' });
+  if (bad !== undefined) throw new InvalidRequestError(`${bad} is not a token id of this model (its vocabulary has ${vocab} tokens).`, { param });
   return ids as Token[];
 }

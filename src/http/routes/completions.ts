@@ -14,7 +14,8 @@ import {
 } from '../../api/completions.js';
 import type { Engine } from '../../core/engine.js';
 import type { ChatDelta, CompletionRequest, FinishReason, TokenLogprob } from '../../core/tasks/chat.js';
-import { complete, detokenizeTokens } from '../../core/tasks/complete.js';
+import { complete } from '../../core/tasks/complete.js';
+import { detokenizeWith } from '../../core/tasks/tokenize.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
 import { SseWriter } from '../sse.js';
@@ -36,7 +37,7 @@ export function completionsRouter({ engine, shutdown }: ServerContext): Router {
     const created = Math.floor(Date.now() / 1000);
     const n = body.n ?? 1;
     const candidates = body.best_of ?? n;
-    const prompts = await Promise.all(promptsOf(body).map(async (p) => (typeof p === 'string' ? { text: p } : { text: await detokenizeTokens(engine, installed.id, p), ids: p })));
+    const prompts = await Promise.all(promptsOf(body).map(async (p) => (typeof p === 'string' ? { text: p } : { text: await detokenizeWith(engine, installed, p, 'prompt'), ids: p })));
     // best_of above n ranks candidates by their mean token log-probability: they are scored whether or not the client asked.
     const rank = candidates > n;
     const requestFor = (prompt: { text: string; ids?: number[] }, candidate: number): CompletionRequest => ({

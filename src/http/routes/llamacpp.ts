@@ -19,6 +19,7 @@ import { infill } from '../../core/tasks/infill.js';
 import { detokenizeWith, renderChatPrompt, tokenizeWith, tokenPieces } from '../../core/tasks/tokenize.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { openAIError, toLserveError } from '../errors.js';
+import { GenerationMarks } from '../generation-marks.js';
 import { SseWriter } from '../sse.js';
 
 /**
@@ -68,7 +69,7 @@ export function llamacppRouter({ engine, shutdown }: ServerContext): Router {
       stop: request.stop ?? [],
       stream: body.stream,
     };
-    const result = (gathered: Gathered, marks: Marks, content: string): InfillResult => {
+    const result = (gathered: Gathered, marks: GenerationMarks, content: string): InfillResult => {
       const usage = gathered.usage;
       const promptTokens = usage?.promptTokens ?? 0;
       const cached = usage?.cachedPromptTokens ?? 0;
@@ -122,13 +123,6 @@ interface Gathered {
   stopSequence: string | null;
 }
 
-interface Marks {
-  started: number;
-  held: number;
-  firstToken: number;
-  ended: number;
-}
-
 /**
  * Runs the deltas and answers: with `stream`, a `data:` line per piece from
  * the first delta on and a last one with the counts and timings; otherwise
@@ -141,9 +135,9 @@ async function answer(
   started: number,
   deltas: AsyncIterable<ChatDelta>,
   signal: AbortSignal,
-  shapes: { piece(text: string, gathered: Gathered): object; last(gathered: Gathered, marks: Marks): object; whole(gathered: Gathered, marks: Marks): object },
+  shapes: { piece(text: string, gathered: Gathered): object; last(gathered: Gathered, marks: GenerationMarks): object; whole(gathered: Gathered, marks: GenerationMarks): object },
 ): Promise<void> {
-  const marks: Marks = { started, held: started, firstToken: 0, ended: 0 };
+  const marks = new GenerationMarks(started);
   const gathered: Gathered = { content: '', pieces: 0, promptTokens: 0, finishReason: 'stop', stopSequence: null };
   const iterator = deltas[Symbol.asyncIterator]();
   let next = await iterator.next();
@@ -151,23 +145,20 @@ async function answer(
   try {
     for (; !next.done; next = await iterator.next()) {
       const delta = next.value;
-      const now = performance.now();
+      marks.see(delta);
       if (delta.type === 'start') {
-        marks.held = now;
         gathered.promptTokens = delta.promptTokens;
       } else if (delta.type === 'done') {
-        marks.ended = now;
         gathered.usage = delta.usage;
         gathered.finishReason = delta.finishReason;
         gathered.stopSequence = delta.stopSequence;
       } else if (delta.type === 'content') {
-        if (!marks.firstToken) marks.firstToken = now;
         gathered.content += delta.text;
         gathered.pieces++;
         sse?.data(shapes.piece(delta.text, gathered));
       }
     }
-    if (!marks.firstToken) marks.firstToken = marks.ended;
+    marks.finish();
     if (sse) sse.data(shapes.last(gathered, marks));
     else res.json(shapes.whole(gathered, marks));
   } catch (error) {

@@ -4,10 +4,12 @@ import { isCompletion, ollamaGenerateSchema, toCompletionRequest, toGenerateChat
 import { parseRequest } from '../../api/validate.js';
 import type { Engine } from '../../core/engine.js';
 import { chat, type ChatDelta, type ChatUsage, type FinishReason } from '../../core/tasks/chat.js';
-import { complete, detokenizeTokens, tokenizeText } from '../../core/tasks/complete.js';
+import { complete } from '../../core/tasks/complete.js';
+import { detokenizeWith, tokenizeWith } from '../../core/tasks/tokenize.js';
 import { prepareChatMedia } from '../chat-media.js';
 import { requestSignal, type ServerContext } from '../context.js';
 import { toLserveError } from '../errors.js';
+import { GenerationMarks } from '../generation-marks.js';
 import { NdjsonWriter } from '../ndjson.js';
 import { resolveOllamaModel } from '../ollama-model.js';
 
@@ -73,7 +75,7 @@ export function ollamaChatRouter({ engine, shutdown, inputs }: ServerContext): R
     if (body.options?.num_ctx) await engine.setContextSize(installed.id, body.options.num_ctx);
     const signal = requestSignal(req, res, shutdown);
     // The text of an earlier answer's `context` comes before this prompt.
-    const earlier = body.context?.length ? await detokenizeTokens(engine, installed.id, body.context) : '';
+    const earlier = body.context?.length ? await detokenizeWith(engine, installed, body.context, 'context') : '';
     let deltas: AsyncIterable<ChatDelta>;
     if (isCompletion(body)) {
       deltas = complete(engine, toCompletionRequest(body, installed.id, earlier), signal);
@@ -83,7 +85,7 @@ export function ollamaChatRouter({ engine, shutdown, inputs }: ServerContext): R
       deltas = chat(engine, request, signal);
     }
     // What `context` returns: this exchange's text after the earlier one's, as tokens.
-    const context = async (response: string) => tokenizeText(engine, installed.id, earlier + body.prompt + response);
+    const context = async (response: string) => tokenizeWith(engine, installed, earlier + body.prompt + response, { addSpecial: false, parseSpecial: true });
     await answer<OllamaGenerateChunk>(res, body.stream, started, deltas, signal, {
       piece: (delta) => {
         if (delta.type === 'content') return { ...stamp(), response: delta.text, done: false };
@@ -141,7 +143,7 @@ interface Shapes<T> {
  * any queue), to the first piece out (the prompt's evaluation), to the end.
  */
 async function answer<T>(res: Response, stream: boolean, started: number, deltas: AsyncIterable<ChatDelta>, signal: AbortSignal, shapes: Shapes<T>): Promise<void> {
-  const marks = { started, held: started, firstToken: 0, ended: 0 };
+  const marks = new GenerationMarks(started);
   const gathered: Gathered = { content: '', reasoning: '', toolCalls: [], finishReason: 'stop' };
   let usage: ChatUsage | undefined;
   const iterator = deltas[Symbol.asyncIterator]();
@@ -151,14 +153,11 @@ async function answer<T>(res: Response, stream: boolean, started: number, deltas
   try {
     for (; !next.done; next = await iterator.next()) {
       const delta = next.value;
-      const now = performance.now();
-      if (delta.type === 'start') marks.held = now;
-      else if (delta.type === 'done') {
-        marks.ended = now;
+      marks.see(delta);
+      if (delta.type === 'done') {
         usage = delta.usage;
         gathered.finishReason = delta.finishReason;
-      } else if (delta.type !== 'logprobs') {
-        if (!marks.firstToken) marks.firstToken = now;
+      } else if (delta.type !== 'start' && delta.type !== 'logprobs') {
         if (delta.type === 'content') gathered.content += delta.text;
         else if (delta.type === 'reasoning') gathered.reasoning += delta.text;
         else gathered.toolCalls.push({ call: delta.call });
@@ -166,7 +165,7 @@ async function answer<T>(res: Response, stream: boolean, started: number, deltas
       const piece = out && shapes.piece(delta);
       if (piece) out.line(piece);
     }
-    if (!marks.firstToken) marks.firstToken = marks.ended;
+    marks.finish();
     const timings = timingsOf(usage, marks);
     if (out) out.line(await shapes.last(gathered, timings));
     else res.json(await shapes.whole(gathered, timings));

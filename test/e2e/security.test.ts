@@ -62,6 +62,7 @@ const ROUTES: Array<{ method: string; path: string; body?: unknown; anthropic?: 
   { method: 'POST', path: '/api/embed', body: { model: 'x', input: 'y' }, ollama: true },
   { method: 'POST', path: '/api/embeddings', body: { model: 'x', prompt: 'y' }, ollama: true },
   { method: 'POST', path: '/api/push', body: { model: 'x' }, ollama: true },
+  { method: 'POST', path: '/v1/completions', body: { model: 'x', prompt: 'hi' } },
   // llama.cpp's server routes: OpenAI's error shape.
   { method: 'POST', path: '/tokenize', body: { content: 'hi' } },
   { method: 'POST', path: '/detokenize', body: { tokens: [1] } },

@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
 import type { LlamaContext, LlamaModel, Token, Tokenizer } from 'node-llama-cpp';
 import type { ChatMedia } from '../../core/tasks/chat.js';
 import { AUDIO_SAMPLE_RATE } from '../../core/tasks/chat-media.js';
 import { UnsupportedError } from '../../core/errors.js';
 import { vocabularySize } from './runtime.js';
+import { nodeLlamaLock } from './node-llama-lock.js';
 
 /**
  * Images and audio in a llama.cpp chat: llama.cpp's multimodal library
@@ -191,7 +190,7 @@ export class MediaProjector {
     const target = context as unknown as { _decodeTokens?: Decode; _ctx: unknown };
     const decode = target._decodeTokens?.bind(context);
     if (!decode) throw new Error('this node-llama-cpp version has no decode hook for media (LlamaContext._decodeTokens)');
-    const withLock = await contextLock();
+    const withLock = await nodeLlamaLock();
     target._decodeTokens = async (request, mapper) => {
       const { tokens } = request;
       if (!tokens.some((t) => t >= this.nVocab)) return decode(request, mapper);
@@ -300,16 +299,4 @@ interface DecodeRequest {
   logits: boolean[];
   firstTokenSequenceIndex: number;
   afterBatchAction?: unknown;
-}
-
-type WithLock = <T>(scope: [object, string], callback: () => Promise<T>) => Promise<T>;
-
-/**
- * node-llama-cpp's own lock (lifecycle-utils' withLock on [context,
- * 'context']), taken from the copy node-llama-cpp itself resolves: locks live
- * in that module's state, so another copy would not exclude its decodes.
- */
-async function contextLock(): Promise<WithLock> {
-  const file = createRequire(import.meta.resolve('node-llama-cpp')).resolve('lifecycle-utils');
-  return ((await import(pathToFileURL(file).href)) as { withLock: WithLock }).withLock;
 }

@@ -14,8 +14,9 @@ import type { LlamaContext } from 'node-llama-cpp';
  * as two image prompts answering from each other's sequence after their
  * first token, in a few percent of runs.
  *
- * So the first sampling after a decode runs alone, which applies the swaps;
- * the others start once it is done, in parallel again, reading only. This
+ * So the first read after a decode (a sampling, or lserve's read of
+ * log-probabilities) runs alone, which applies the swaps; the others start
+ * once it is done, in parallel again, reading only. This
  * wraps the context's native `decodeBatch` and `sampleToken`
  * (node-llama-cpp 3.21.1, pinned), for every llama.cpp binary.
  */
@@ -25,10 +26,20 @@ export function sampleAfterReorder(context: LlamaContext): void {
   const decodeBatch = native?.decodeBatch?.bind(native);
   const sampleToken = native?.sampleToken?.bind(native);
   if (!native || !decodeBatch || !sampleToken) throw new Error('this node-llama-cpp version has no decodeBatch/sampleToken on its context: sampling could race llama.cpp\'s output reorder');
-  /** Set by a decode, taken by the sampling that applies its reorder. */
+  /** Set by a decode, taken by the read that applies its reorder. */
   let reorderPending = false;
-  /** That sampling, which the others of the batch wait for. */
+  /** That read, which the others of the batch wait for. */
   let reordering: Promise<unknown> = Promise.resolve();
+  const read = <T>(run: () => Promise<T>): Promise<T> => {
+    if (reorderPending) {
+      reorderPending = false;
+      const first = run();
+      reordering = first;
+      return first;
+    }
+    return reordering.then(run, run);
+  };
+  readers.set(context, read);
   // The addon's methods are read-only on its prototype: own properties shadow them (left writable and
   // configurable, as a plain assignment would have made them, for whoever wraps the handle next).
   const own = { writable: true, configurable: true, enumerable: false };
@@ -40,16 +51,18 @@ export function sampleAfterReorder(context: LlamaContext): void {
       return result;
     },
   });
-  Object.defineProperty(native, 'sampleToken', {
-    ...own,
-    value: (...args: unknown[]) => {
-      if (reorderPending) {
-        reorderPending = false;
-        reordering = sampleToken(...args);
-        return reordering;
-      }
-      const sample = () => sampleToken(...args);
-      return reordering.then(sample, sample);
-    },
-  });
+  Object.defineProperty(native, 'sampleToken', { ...own, value: (...args: unknown[]) => read(() => sampleToken(...args)) });
+}
+
+type Reader = <T>(run: () => Promise<T>) => Promise<T>;
+const readers = new WeakMap<LlamaContext, Reader>();
+
+/**
+ * Runs `read`, a reader of the last decode's logits other than sampling
+ * (native-logprobs.ts), under the same rule as the samplings of its batch.
+ */
+export function readAfterReorder<T>(context: LlamaContext, read: () => Promise<T>): Promise<T> {
+  const reader = readers.get(context);
+  if (!reader) throw new Error('the context\'s logits are read before sampleAfterReorder guards them');
+  return reader(read);
 }

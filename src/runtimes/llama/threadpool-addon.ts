@@ -18,7 +18,9 @@ import { buildCpuVariants, CPU_VARIANT_RECIPE } from './cpu-variant-build.js';
  *
  * It also carries lserve's binding of llama.cpp's multimodal library
  * (lserveMtmd.cpp: images and audio in chat, runtimes/llama/mtmd.ts), with
- * that library's own sources (tools/mtmd, vendor/hash) compiled in.
+ * that library's own sources (tools/mtmd, vendor/hash) compiled in, and its
+ * read of log-probabilities from the logits (lserveLogprobs.cpp,
+ * runtimes/llama/native-logprobs.ts).
  *
  * Only the addon's ≈ 20 C++ files and libmtmd's ≈ 55 are compiled — about
  * two minutes on 2 cores, never the rest of llama.cpp — from the sources
@@ -33,8 +35,8 @@ import { buildCpuVariants, CPU_VARIANT_RECIPE } from './cpu-variant-build.js';
  */
 
 const PATCH = fileURLToPath(new URL('../../../scripts/llama/threadpool.patch', import.meta.url));
-/** lserve's libmtmd binding, copied into the addon folder (the patch registers it). */
-const MTMD_BINDING = fileURLToPath(new URL('../../../scripts/llama/lserveMtmd.cpp', import.meta.url));
+/** lserve's own bindings, copied into the addon folder (the patch registers them): libmtmd, and the read of log-probabilities. */
+const BINDINGS = ['lserveMtmd.cpp', 'lserveLogprobs.cpp'].map((file) => fileURLToPath(new URL(`../../../scripts/llama/${file}`, import.meta.url)));
 /** What the build reads from the bundled llama.cpp source: the headers the addon includes, libmtmd's sources. */
 const SOURCE_DIRS = ['include', 'common', 'ggml/include', 'src', 'vendor', 'tools/mtmd'];
 /** The prebuilt CPU variants are loaded by ggml at run time; the addon links the rest. */
@@ -68,7 +70,7 @@ const keys = new Map<string, string>();
 
 /**
  * A hash of what the addon is built from: node-llama-cpp's version, its
- * prebuilt addon, the patch, lserve's libmtmd binding and the recipe of its
+ * prebuilt addon, the patch, lserve's bindings and the recipe of its
  * own CPU variants (cpu-variant-build.ts). Computed once per process (every GGUF load
  * asks): an installed package does not change under a running process.
  */
@@ -85,7 +87,7 @@ function hashSources(sources: AddonSources): string {
   hash.update(`${sources.nodeLlamaCppVersion}\0${process.platform}-${process.arch}\0`);
   hash.update(readFileSync(path.join(sources.binsDir, 'llama-addon.node')));
   hash.update(readFileSync(PATCH));
-  hash.update(readFileSync(MTMD_BINDING));
+  for (const binding of BINDINGS) hash.update(readFileSync(binding));
   hash.update(CPU_VARIANT_RECIPE);
   return hash.digest('hex').slice(0, 16);
 }
@@ -169,7 +171,7 @@ export async function buildThreadpoolAddon(home: string, progress: BuildProgress
     // Its own repository, so that git applies the patch here even when the home lies inside another work tree.
     await run('git', ['init', '--quiet'], addon);
     await run('git', ['apply', '-p1', PATCH], addon);
-    await cp(MTMD_BINDING, path.join(addon, 'llama', 'addon', path.basename(MTMD_BINDING)));
+    for (const binding of BINDINGS) await cp(binding, path.join(addon, 'llama', 'addon', path.basename(binding)));
 
     const includes = [nodeHeaders()!, nodeAddonApiDir(sources), source, ...SOURCE_DIRS.map((d) => path.join(source, d))].map((d) => `-I${d}`);
     const addonFlags = ['-O2', '-DNDEBUG', '-fPIC', '-std=c++17', '-fexceptions', '-DNAPI_VERSION=7', ...includes];

@@ -9,10 +9,11 @@ import type { MediaProjector, RequestMedia } from '../../runtimes/llama/mtmd.js'
 import type { SequenceStateCache } from '../../runtimes/llama/state-cache.js';
 import { GrowingContext, type ChatContextState } from './chat-context.js';
 import { checkedTokens, completionPrompt } from './completion-prompt.js';
+import { ScoredPrefixes } from './scored-prefixes.js';
 import { answerLogprobs, promptLogprobs } from './token-logprobs.js';
 import { ChatOptions, finishOf } from './chat-options.js';
 import type { Slot } from './conversation-slots.js';
-import { fingerprint, pickSlot, reusedTokens } from './slot-choice.js';
+import { fingerprint, pickSlot, pickSlotForTokens, reusedTokens } from './slot-choice.js';
 
 /**
  * The llama.cpp chat backend: one model, one context with `parallel`
@@ -47,6 +48,8 @@ export class LlamaChatModel implements ChatModel {
   /** Running generations by their caller's name (ChatRequest.generationId), for hold: their sequence, what stops them, and what resumes one held. */
   private readonly generations = new Map<string, { slot: Slot; gate: DecodeGate; stopped: AbortSignal; resume?: () => void }>();
   /** Warm-ups under way (prefill): the messages each evaluates, and when it is done. */
+  /** Prompts scored position by position (echo with logprobs), for the next prompt that shares a prefix. */
+  private readonly scored = new ScoredPrefixes();
   private readonly prefilling = new Set<{ fingerprints: readonly string[]; done: Promise<void> }>();
 
   constructor(
@@ -181,8 +184,8 @@ export class LlamaChatModel implements ChatModel {
     return this.model.detokenize(prompt, true);
   }
 
-  async tokenize(text: string): Promise<number[]> {
-    return this.model.tokenize(text, true);
+  async tokenize(text: string, parseSpecial = true): Promise<number[]> {
+    return this.model.tokenize(text, parseSpecial);
   }
 
   async detokenize(tokens: readonly number[]): Promise<string> {
@@ -193,12 +196,12 @@ export class LlamaChatModel implements ChatModel {
     const prompt = completionPrompt(this.model, request, request.model);
     const grammar = await this.requests.grammarFor(request, false);
     const tokenBias = this.requests.tokenBiasFor(request);
-    // A raw prompt is no conversation: any free sequence, the one holding most of the same tokens kept (reusedTokens).
-    const { slot, state } = await this.contexts.take(prompt.tokens, prompt.tokens.length, (free) => pickSlot(free, []), request.maxTokens, signal);
+    // A raw prompt is no conversation: the free sequence holding most of its tokens.
+    const { slot, state } = await this.contexts.take(prompt.tokens, prompt.tokens.length, (free) => pickSlotForTokens(free, prompt.tokens), request.maxTokens, signal);
     const { slots, gate, info } = state;
     const room = info.contextSize - prompt.tokens.length;
     const top = request.logprobs;
-    // Scoring the prompt evaluates it whole: a cached prefix kept no logits.
+    // Scoring the prompt evaluates what no recently scored prompt shares (token-logprobs.ts).
     const scorePrompt = top !== undefined && request.echo === true;
     const cachedPromptTokens = scorePrompt ? 0 : reusedTokens(slot.sequence, prompt.tokens);
     const stop = new AbortController();
@@ -225,7 +228,7 @@ export class LlamaChatModel implements ChatModel {
     slot.held = [];
     const work = async () => {
       if (scorePrompt) {
-        queue.push({ type: 'logprobs', part: 'prompt', tokens: await promptLogprobs(this.model, slot.sequence, prompt.tokens, top) });
+        queue.push({ type: 'logprobs', part: 'prompt', tokens: await promptLogprobs(this.model, slot.sequence, prompt.tokens, top, this.scored) });
         outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
       }
       // max_tokens 0 (with echo: the prompt scored, nothing generated).

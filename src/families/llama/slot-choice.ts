@@ -53,6 +53,21 @@ export function pickSlot<S extends { index: number; held: readonly string[]; las
   return best;
 }
 
+/**
+ * The free sequence for a raw prompt (no messages to compare): the one that
+ * holds most of its tokens — the previous prompt of an evaluation harness
+ * shares its context — else as pickSlot chooses for no messages.
+ */
+export function pickSlotForTokens<S extends { index: number; held: readonly string[]; lastUsed?: number; sequence: LlamaContextSequence }>(free: readonly S[], prompt: Token[]): S {
+  let best: S | undefined;
+  let bestShared = 0;
+  for (const slot of free) {
+    const shared = reusedTokens(slot.sequence, prompt);
+    if (shared > bestShared) [best, bestShared] = [slot, shared];
+  }
+  return best ?? pickSlot(free, []);
+}
+
 function outranks(a: readonly number[], b: readonly number[]): boolean {
   const at = a.findIndex((x, i) => x !== b[i]);
   return at >= 0 && a[at]! > b[at]!;

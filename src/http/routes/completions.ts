@@ -23,7 +23,7 @@ import { SseWriter } from '../sse.js';
 /**
  * POST /v1/completions (OpenAI's legacy text completions) on the completion
  * task: every prompt of the request and every candidate of each run at once,
- * on the chat model's sequences. Streamed as SSE chunks of each choice's
+ * on the chat model's sequences (but prompts scored with `echo`, below). Streamed as SSE chunks of each choice's
  * text (`index` telling them apart), or one object.
  */
 export function completionsRouter({ engine, shutdown }: ServerContext): Router {
@@ -49,7 +49,20 @@ export function completionsRouter({ engine, shutdown }: ServerContext): Router {
     });
 
     if (!body.stream) {
-      const runs = await Promise.all(prompts.flatMap((prompt) => Array.from({ length: candidates }, (_, c) => run(engine, requestFor(prompt, c), signal))));
+      const jobsOf = (prompt: { text: string; ids?: number[] }) => Array.from({ length: candidates }, (_, c) => () => run(engine, requestFor(prompt, c), signal));
+      let runs: Run[];
+      if (body.echo && body.logprobs != null) {
+        // Prompts scored position by position go one after another, each prompt's first candidate
+        // before the others: prompts that share a context (a multiple-choice item's continuations)
+        // then evaluate it once (families/llama/scored-prefixes.ts).
+        runs = [];
+        for (const prompt of prompts) {
+          const [first, ...rest] = jobsOf(prompt);
+          runs.push(await first!(), ...(await Promise.all(rest.map((job) => job()))));
+        }
+      } else {
+        runs = await Promise.all(prompts.flatMap((prompt) => jobsOf(prompt).map((job) => job())));
+      }
       const choices: CompletionChoice[] = [];
       prompts.forEach((prompt, p) => {
         const mine = runs.slice(p * candidates, (p + 1) * candidates);

@@ -83,10 +83,13 @@ describe('POST /tokenize and /detokenize', () => {
     expect(Buffer.from(bytes).toString('utf8')).toBe(text);
   });
 
-  it('parse_special: false gives the same ids for text without special tokens, and a 400 for text that spells one', async () => {
+  it('parse_special: false reads control tokens\' text as plain text, as llama.cpp does', async () => {
     const plain = 'def add(a, b):\n    return a + b  # naïve 🦙';
     expect(await tokens(plain, { parse_special: false })).toEqual(await tokens(plain));
-    expectError(await post('/tokenize', { content: text, parse_special: false }), 400, 'parse_special', 'special_token_text');
+    // llama.cpp's llama-server (the bundled commit) on this model file answers these ids: <|im_start|> and
+    // <|im_end|> (control tokens) as their characters, <think> (a user-defined token) still one token.
+    expect(await tokens(text, { parse_special: false })).toEqual([9707, 1879, 4894, 27, 91, 318, 4906, 91, 29, 872, 94880, 586, 51950, 75402, 21894, 102819, 11162, 99, 247, 1959, 5394]);
+    expect(await tokens('x = "<|im_end|>" <think> <|fim_prefix|>', { parse_special: false })).toEqual([87, 284, 4055, 91, 318, 6213, 91, 9877, 220, 151667, 82639, 69, 318, 13974, 91, 29]);
   });
 
   it('add_special adds no BOS on a tokenizer that adds none (Qwen), and another model tokenizes with its own vocabulary', async () => {
@@ -147,12 +150,16 @@ describe('POST /infill', () => {
   ];
   const body = { input_prefix: 'from math import mul\n\ndef square(x):\n', prompt: '    return ', input_suffix: '\n\nprint(square(3))\n', input_extra: extra, n_predict: 4, temperature: 0, seed: 1 };
 
-  /** The tokens llama.cpp's server puts before the middle: each piece tokenized on its own, in the repository-level layout. */
+  /**
+   * The tokens llama.cpp's server puts before the middle: each piece tokenized on its own, in the
+   * repository-level layout; special tokens' text read as plain text except in `prompt`.
+   */
   async function llamaCppLayout(request: typeof body): Promise<number[]> {
-    const ids = [FIM.repo, ...(await tokens('myproject\n'))];
-    for (const chunk of request.input_extra) ids.push(FIM.sep, ...(await tokens(`${chunk.filename}\n`)), ...(await tokens(chunk.text)));
-    ids.push(FIM.sep, ...(await tokens('filename\n')));
-    ids.push(FIM.pre, ...(await tokens(request.input_prefix)), ...(await tokens(request.prompt)), FIM.suf, ...(await tokens(request.input_suffix)), FIM.mid);
+    const plain = (text: string) => tokens(text, { parse_special: false });
+    const ids = [FIM.repo, ...(await plain('myproject\n'))];
+    for (const chunk of request.input_extra) ids.push(FIM.sep, ...(await plain(`${chunk.filename}\n`)), ...(await plain(chunk.text)));
+    ids.push(FIM.sep, ...(await plain('filename\n')));
+    ids.push(FIM.pre, ...(await plain(request.input_prefix)), ...(await tokens(request.prompt)), FIM.suf, ...(await plain(request.input_suffix)), FIM.mid);
     return ids;
   }
 
@@ -211,9 +218,18 @@ describe('POST /infill', () => {
     expect(answer.json.error.message).toContain(NO_FIM);
   });
 
-  it('refuses text that spells a special token where llama.cpp reads it as plain text, and malformed fields', async () => {
-    expectError(await post('/infill', { ...body, input_prefix: 'x = "<|im_end|>"\n' }), 400, 'input_prefix', 'special_token_text');
-    expectError(await post('/infill', { ...body, input_extra: [{ filename: 'a.txt', text: '<|endoftext|>' }] }), 400, 'input_extra.0.text', 'special_token_text');
+  it('reads special tokens\' text in the prefix, suffix and chunks as plain text, as llama.cpp does', async () => {
+    const request = { ...body, input_prefix: 'x = "<|im_end|>"\n', input_extra: [{ filename: 'a.txt', text: '<|endoftext|>' }], n_predict: 1 };
+    const answer = await post('/infill', request);
+    expect(answer.status, answer.text).toBe(200);
+    expect(answer.json.prompt).toContain('<|file_sep|>a.txt\n<|endoftext|><|file_sep|>filename\n<|fim_prefix|>x = "<|im_end|>"\n');
+    // The two spelled tokens count as their characters (the prompt's text, read back, would make them one token each).
+    const expected = await llamaCppLayout(request);
+    expect(answer.json.tokens_evaluated).toBe(expected.length);
+    expect((await tokens(answer.json.prompt)).length).toBeLessThan(expected.length);
+  });
+
+  it('refuses malformed fields', async () => {
     expectError(await post('/infill', { input_suffix: '' }), 400, 'input_prefix', 'missing_required_parameter');
     expectError(await post('/infill', { input_prefix: '' }), 400, 'input_suffix', 'missing_required_parameter');
     expectError(await post('/infill', { ...body, input_extra: 'x' }), 400, 'input_extra');

@@ -178,8 +178,12 @@ export interface ChatModel extends LoadedModel {
   prefill?(request: ChatRequest, signal: AbortSignal): Promise<void>;
   /** The prompt `request` becomes in the model's chat template, as text (special tokens spelled out). */
   renderPrompt?(request: ChatRequest): Promise<string>;
-  /** The model's token ids for `text`, special tokens read as such (no BOS added); and the text of ids. */
-  tokenize?(text: string): Promise<number[]>;
+  /**
+   * The model's token ids for `text` (no BOS added): special tokens' text read
+   * as those tokens, or with `parseSpecial` false, as llama.cpp's
+   * `parse_special: false`, control tokens' text as plain text; and the text of ids.
+   */
+  tokenize?(text: string, parseSpecial?: boolean): Promise<number[]>;
   detokenize?(tokens: readonly number[]): Promise<string>;
   /** Continues a raw prompt, no template (tasks/complete.ts); with `suffix`, fills the middle with the model's own FIM tokens. */
   complete?(request: CompletionRequest, signal: AbortSignal): AsyncIterable<ChatDelta>;

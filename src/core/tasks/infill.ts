@@ -4,7 +4,7 @@ import { vocabSpecials, type FimRole } from '../gguf-vocab.js';
 import type { InstalledModel } from '../store.js';
 import type { ChatDelta, ChatModel, CompletionRequest } from './chat.js';
 import { complete } from './complete.js';
-import { ggufFileOf, spellsSpecialToken } from './tokenize.js';
+import { ggufFileOf } from './tokenize.js';
 
 /**
  * Code infilling with context from other files (llama.cpp's /infill): the
@@ -18,12 +18,9 @@ import { ggufFileOf, spellsSpecialToken } from './tokenize.js';
  *   <SEP>filename\n                         (without one: "\n\n--- snippet ---\n\n" before each chunk)
  *   <PRE>{prefix}{prompt}<SUF>{suffix}<MID>
  *
- * The prompt goes to the completion task as one text with the special
- * tokens spelled out, which the model reads as those tokens. llama.cpp
- * tokenizes each piece on its own and reads special tokens' text in the
- * prefix, suffix and chunks as plain text; here a piece that spells one is
- * a 400 naming its field, and the token count of the whole is checked
- * against the pieces' (docs/api.md says where the two can differ).
+ * Each piece is tokenized on its own, as llama.cpp does: the special
+ * tokens' text in the prefix, suffix and chunks read as plain text, in the
+ * client's `prompt` as those tokens. The completion task gets the tokens.
  */
 export interface InfillRequest extends Omit<CompletionRequest, 'prompt' | 'suffix'> {
   inputPrefix: string;
@@ -48,29 +45,26 @@ const FIM_TEXTS: Record<FimRole, string[]> = {
   sep: ['<|file_sep|>'],
 };
 
-/** One piece of the prompt: a FIM token's text, text of the layout, or the client's (`param` names its field). */
+/** One piece of the prompt: a FIM token's text or the client's `prompt` (`special`: special tokens' text read as those tokens), else text of the layout or the client's, read as plain text. */
 interface Piece {
   text: string;
-  token?: true;
-  param?: string;
-  /** The client's `prompt`: special tokens read as such, as llama.cpp reads it too. */
-  parsed?: true;
+  special?: true;
 }
 
 /** Generates the middle; the deltas are the completion task's. The prompt text is handed to `onPrompt` before generation starts. */
 export async function* infill(engine: Engine, request: InfillRequest, signal: AbortSignal, onPrompt?: (prompt: string) => void): AsyncIterable<ChatDelta> {
   const installed = await engine.resolve(request.model, ['chat']);
   const prompt = await infillPrompt(engine, installed, request);
-  onPrompt?.(prompt);
+  onPrompt?.(prompt.text);
   const { inputPrefix: _p, inputSuffix: _s, prompt: _t, extra: _e, ...sampling } = request;
-  yield* complete(engine, { ...sampling, model: installed.id, prompt }, signal);
+  yield* complete(engine, { ...sampling, model: installed.id, prompt: prompt.text, promptTokens: prompt.tokens }, signal);
 }
 
-/** The prompt text of an infill request on its model (the layout above). */
-export async function infillPrompt(engine: Engine, installed: InstalledModel, request: InfillRequest): Promise<string> {
+/** The prompt of an infill request on its model (the layout above): its tokens, and their text. */
+export async function infillPrompt(engine: Engine, installed: InstalledModel, request: InfillRequest): Promise<{ text: string; tokens: number[] }> {
   const file = ggufFileOf(installed);
   const declared = (file === undefined ? undefined : await vocabSpecials(file))?.fim ?? {};
-  return engine.withModel<ChatModel, string>(
+  return engine.withModel<ChatModel, { text: string; tokens: number[] }>(
     installed.id,
     ['chat'],
     async (model) => {
@@ -84,30 +78,19 @@ export async function infillPrompt(engine: Engine, installed: InstalledModel, re
           { param: 'input_suffix', code: 'fim_unsupported' },
         );
       }
-      const token = (text: string): Piece => ({ text, token: true });
+      const token = (text: string): Piece => ({ text, special: true });
       const pieces: Piece[] = [];
       if (fim.rep !== undefined) pieces.push(token(fim.rep), { text: REPO_NAME });
-      request.extra.forEach((chunk, i) => {
-        if (fim.sep !== undefined) pieces.push(token(fim.sep), { text: `${chunk.filename}\n`, param: `input_extra.${i}.filename` });
+      for (const chunk of request.extra) {
+        if (fim.sep !== undefined) pieces.push(token(fim.sep), { text: `${chunk.filename}\n` });
         else pieces.push({ text: SNIPPET_SEPARATOR });
-        pieces.push({ text: chunk.text, param: `input_extra.${i}.text` });
-      });
-      if (fim.sep !== undefined) pieces.push(token(fim.sep), { text: CURRENT_FILE });
-      pieces.push(token(fim.pre), { text: request.inputPrefix, param: 'input_prefix' }, { text: request.prompt, param: 'prompt', parsed: true });
-      pieces.push(token(fim.suf), { text: request.inputSuffix, param: 'input_suffix' }, token(fim.mid));
-      const text = pieces.map((p) => p.text).join('');
-
-      // The whole, tokenized as the model will, against its pieces tokenized one by one (as llama.cpp does).
-      const plain = pieces.filter((p) => !p.token && !p.parsed && p.text !== '');
-      const [whole, counts, typed] = await Promise.all([tokenize(text), model.tokenCounts(plain.map((p) => p.text)), request.prompt ? tokenize(request.prompt) : []]);
-      const expected = pieces.filter((p) => p.token).length + counts.reduce((a, b) => a + b, 0) + typed.length;
-      if (whole.length !== expected) {
-        // A piece that spells a special token reads as more tokens as plain text (llama.cpp's reading) than here; else two pieces merely joined into one token.
-        const own = await Promise.all(plain.map((p) => (p.param ? tokenize(p.text) : Promise.resolve(undefined))));
-        const spelled = plain.findIndex((p, i) => own[i] !== undefined && own[i].length !== counts[i]);
-        if (spelled >= 0) throw spellsSpecialToken(installed.id, plain[spelled]!.param!);
+        pieces.push({ text: chunk.text });
       }
-      return text;
+      if (fim.sep !== undefined) pieces.push(token(fim.sep), { text: CURRENT_FILE });
+      pieces.push(token(fim.pre), { text: request.inputPrefix }, { text: request.prompt, special: true });
+      pieces.push(token(fim.suf), { text: request.inputSuffix }, token(fim.mid));
+      const tokens = (await Promise.all(pieces.map((p) => (p.text === '' ? [] : tokenize(p.text, p.special === true))))).flat();
+      return { text: await detokenize(tokens), tokens };
     },
     { keepAliveMs: request.keepAliveMs },
   );
@@ -119,7 +102,7 @@ export async function infillPrompt(engine: Engine, installed: InstalledModel, re
  * its text reads back as that one token.
  */
 async function fimTexts(
-  tokenize: (text: string) => Promise<number[]>,
+  tokenize: (text: string, parseSpecial?: boolean) => Promise<number[]>,
   detokenize: (ids: readonly number[]) => Promise<string>,
   declared: Partial<Record<FimRole, number>>,
 ): Promise<Partial<Record<FimRole, string>>> {

@@ -32,31 +32,19 @@ export function ggufFileOf(installed: InstalledModel): string | undefined {
 }
 
 /**
- * The token ids of `text` on a chat model. With `parseSpecial` false the
- * text of a special token is plain text; the model's runtime here tokenizes
- * with special tokens read, so a text that spells one is a 400 naming
- * `param` (what remains is the same in either reading).
+ * The token ids of `text` on a chat model, as llama.cpp's /tokenize gives
+ * them: `parseSpecial` false reads control tokens' text as plain text.
  */
-export async function tokenizeWith(engine: Engine, installed: InstalledModel, text: string, options: TokenizeOptions, param = 'parse_special'): Promise<number[]> {
+export async function tokenizeWith(engine: Engine, installed: InstalledModel, text: string, options: TokenizeOptions): Promise<number[]> {
   const ids = await engine.withModel<ChatModel, number[]>(installed.id, ['chat'], async (loaded) => {
     if (!loaded.tokenize) throw new UnsupportedError(`Model '${installed.id}' runs on a backend that does not expose its tokens.`);
-    const tokens = await loaded.tokenize(text);
-    if (!options.parseSpecial && (await loaded.tokenCounts([text]))[0] !== tokens.length) throw spellsSpecialToken(installed.id, param);
-    return tokens;
+    return loaded.tokenize(text, options.parseSpecial);
   });
   if (!options.addSpecial) return ids;
   const file = ggufFileOf(installed);
   const specials = file === undefined ? undefined : await vocabSpecials(file);
   if (!specials) return ids;
   return [...(specials.addBos && specials.bos !== undefined ? [specials.bos] : []), ...ids, ...(specials.addEos && specials.eos !== undefined ? [specials.eos] : [])];
-}
-
-/** The 400 for text that spells a special token where it must be read as plain text. */
-export function spellsSpecialToken(model: string, param: string): UnsupportedError {
-  return new UnsupportedError(
-    `'${param}' holds the text of a special token of model '${model}' (such as <|im_start|>), to be read as plain text; lserve reads a special token's text as that token, so it cannot tokenize this as plain text. Leave the special token's text out.`,
-    { param, code: 'special_token_text' },
-  );
 }
 
 /** Most pieces answered one model call each, for a vocabulary whose bytes lserve does not read from the GGUF itself. */

@@ -31,7 +31,7 @@ export class ChatRunnerClient extends RunnerClient<ChatModel, ChatProps> impleme
     if (this.remote.has('hold')) this.hold = (generationId, ms) => this.remote.call('hold', generationId, ms);
     if (this.remote.has('resume')) this.resume = (generationId) => this.remote.call('resume', generationId);
     if (this.remote.has('renderPrompt')) this.renderPrompt = (request) => this.remote.call('renderPrompt', request);
-    if (this.remote.has('tokenize')) this.tokenize = (text) => this.remote.call('tokenize', text);
+    if (this.remote.has('tokenize')) this.tokenize = (text, parseSpecial) => this.remote.call('tokenize', text, parseSpecial);
     if (this.remote.has('detokenize')) this.detokenize = (tokens) => this.remote.call('detokenize', tokens);
     if (this.remote.has('complete')) this.complete = (request, signal) => this.remote.stream('complete', request, signal);
   }

@@ -45,6 +45,14 @@ export interface LoadOptions {
   onLost?: () => void;
 }
 
+/**
+ * A llama.cpp KV cache's element type, as llama.cpp's `--cache-type-k/-v`
+ * names it: f32 (twice f16's memory; logprobs as close to an fp32 reference
+ * as llama.cpp gets), f16 (llama.cpp's default), q8_0 (half f16's memory).
+ */
+export const KV_CACHE_TYPES = ['f32', 'f16', 'q8_0'] as const;
+export type KvCacheType = (typeof KV_CACHE_TYPES)[number];
+
 export interface ContextSizes {
   all?: number;
   models: Record<string, number>;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { planContext, requestedContext, type PlanInput } from '../../src/runtimes/llama/context-plan.js';
+import type { LlamaModel } from 'node-llama-cpp';
+import { estimateContextBytes, kvCacheContextOptions, planContext, requestedContext, type PlanInput } from '../../src/runtimes/llama/context-plan.js';
 import { parseContextSizes } from '../../src/cli/context.js';
 import { InsufficientMemoryError } from '../../src/core/errors.js';
 import type { InstalledModel } from '../../src/core/store.js';
@@ -115,5 +116,36 @@ describe('planContext', () => {
 
   it('accepts a plan whose cost cannot be estimated', async () => {
     expect(await planContext(input({ estimate: async () => undefined, budgetBytes: 0 }))).toMatchObject({ contexts: 4, contextSize: 8192, bytes: 0 });
+  });
+});
+
+describe('what each KV cache type asks of llama.cpp', () => {
+  it('f32 and q8_0 name their ggml type; f32 takes flash attention off, q8_0 on; f16 keeps the defaults', () => {
+    expect(kvCacheContextOptions('f32')).toEqual({ experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32', flashAttention: false });
+    expect(kvCacheContextOptions('q8_0')).toEqual({ experimentalKvCacheKeyType: 'Q8_0', experimentalKvCacheValueType: 'Q8_0', flashAttention: true });
+    expect(kvCacheContextOptions('f16')).toEqual({});
+    expect(kvCacheContextOptions(undefined)).toEqual({});
+  });
+
+  it('the memory estimate is asked for the same cache and attention (ggml F32 = 0, Q8_0 = 8)', async () => {
+    const asked: Array<Record<string, unknown>> = [];
+    const model = {
+      gpuLayers: 0,
+      fileInsights: {
+        estimateContextResourceRequirementsV2: async (options: Record<string, unknown>) => {
+          asked.push(options);
+          return { cpuRam: 3, gpuVram: 4 };
+        },
+      },
+    } as unknown as LlamaModel;
+    const shape = { contextSize: 1024, batchSize: 512, sequences: 1 };
+    for (const kvType of ['f32', 'f16', 'q8_0', undefined] as const) expect(await estimateContextBytes(model, { ...shape, kvType })).toBe(7);
+    expect(asked.map(({ kvCacheKeyType, kvCacheValueType, flashAttention }) => ({ kvCacheKeyType, kvCacheValueType, flashAttention }))).toEqual([
+      { kvCacheKeyType: 0, kvCacheValueType: 0, flashAttention: false },
+      { kvCacheKeyType: undefined, kvCacheValueType: undefined, flashAttention: undefined },
+      { kvCacheKeyType: 8, kvCacheValueType: 8, flashAttention: true },
+      { kvCacheKeyType: undefined, kvCacheValueType: undefined, flashAttention: undefined },
+    ]);
+    expect(asked.every((options) => options.contextSize === 1024 && options.modelGpuLayers === 0 && options.isEmbeddingContext === false)).toBe(true);
   });
 });

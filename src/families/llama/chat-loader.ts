@@ -3,7 +3,17 @@ import type { LlamaContext, LlamaContextOptions, LlamaModel } from 'node-llama-c
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import type { InstalledModel } from '../../core/store.js';
 import { formatBytes } from '../../core/units.js';
-import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextRequest } from '../../runtimes/llama/context-plan.js';
+import {
+  contextBudget,
+  DEFAULT_BATCH,
+  describePlan,
+  estimateContextBytes,
+  kvCacheContextOptions,
+  MIN_CONTEXT,
+  planContext,
+  requestedContext,
+  type ContextRequest,
+} from '../../runtimes/llama/context-plan.js';
 import { installDecodeGate } from '../../runtimes/llama/decode-gate.js';
 import { KvCells } from '../../runtimes/llama/kv-cells.js';
 import { MediaProjector } from '../../runtimes/llama/mtmd.js';
@@ -131,7 +141,7 @@ async function createChatContext(
     // The default remedy retries a failed creation 16 times, each time allocating a multi-GiB cache 16% smaller,
     // silently; the plan above already chose a size that fits, so a failure is reported.
     failedCreationRemedy: false,
-    ...(plan.kvType === 'q8_0' ? { experimentalKvCacheKeyType: 'Q8_0', experimentalKvCacheValueType: 'Q8_0', flashAttention: true } : {}),
+    ...kvCacheContextOptions(plan.kvType),
   };
   const context = unified
     ? await createUnifiedContext(model, { ...common, contextSize: plan.contextSize })

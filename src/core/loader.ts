@@ -31,6 +31,8 @@ export interface LoadOptions {
   memoryBudgetBytes?: number;
   /** Host memory a chat model may keep conversations in when their sequence is needed for another (`serve --cache-ram`; 0 none). */
   cacheRamBytes?: number;
+  /** The KV cache type of chat contexts (`serve --kv-cache-type`); undefined: f16, or q8_0 where memory is short. */
+  kvCacheType?: KvCacheType;
   /** Where a loader reports what it chose (context sizes, memory) and how long it took. */
   log?: (message: string) => void;
   /** Where a runtime reports what happens after the load (a supervised child process restarted): the engine's events. */

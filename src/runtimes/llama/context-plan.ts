@@ -60,6 +60,11 @@ export function kvCacheContextOptions(kvType: KvCacheType | undefined): Pick<Lla
   return { experimentalKvCacheKeyType: name, experimentalKvCacheValueType: name, flashAttention };
 }
 
+/** The KV cache types a chat context may take, best first: the one `--kv-cache-type` names, else f16 and, where memory is short, q8_0. */
+export function chatKvTypes(options: Pick<LoadOptions, 'kvCacheType'>): readonly KvCacheType[] {
+  return options.kvCacheType ? [options.kvCacheType] : ['f16', 'q8_0'];
+}
+
 /** llama.cpp's default ubatch: tokens per decode when an input may span several. */
 export const DEFAULT_BATCH = 512;
 
@@ -104,6 +109,8 @@ export interface PlanInput {
   batchFor(contextSize: number): number;
   /** KV cache types to try at each size, in order (default f16 only). */
   kvTypes?: readonly KvCacheType[];
+  /** Where the KV cache type came from when the user chose it (`--kv-cache-type f32`), for the error. */
+  kvTypeSource?: string;
   /** Bytes one context of this shape needs; undefined when it cannot be told. */
   estimate(shape: ContextShape): Promise<number | undefined>;
   /** Bytes all contexts together may take. */
@@ -186,10 +193,12 @@ export async function planContext(input: PlanInput): Promise<ContextPlan> {
   const s = smallest!;
   const kv = s.kvType === 'f16' ? '' : `${s.kvType} KV cache, `;
   const shape = `${s.contexts > 1 ? `${s.contexts} contexts × ` : ''}${sequences > 1 ? `${sequences} sequences × ` : ''}${s.contextSize} tokens, ${kv}batch ${s.batchSize}`;
+  const sources = [request.source, input.kvTypeSource].filter(Boolean).join('; ');
+  const smaller = [sequences > 1 ? 'fewer --parallel sequences' : '', input.kvTypeSource ? 'a smaller --kv-cache-type' : ''].filter(Boolean);
   throw new InsufficientMemoryError(
-    `Model '${input.id}' needs ≈${formatBytes(s.bytes)} of context memory (${shape}; ${request.source}) but only ${formatBytes(Math.max(0, input.budgetBytes))} ` +
+    `Model '${input.id}' needs ≈${formatBytes(s.bytes)} of context memory (${shape}; ${sources}) but only ${formatBytes(Math.max(0, input.budgetBytes))} ` +
       `of the memory budget is left after its ${formatBytes(input.weightBytes)} of weights. ` +
-      `Set a smaller context with --ctx-size${sequences > 1 ? ' or fewer --parallel sequences' : ''}, or raise --max-memory.`,
+      `Set a smaller context with --ctx-size${smaller.length ? ` or ${smaller.join(' or ')}` : ''}, or raise --max-memory.`,
   );
 }
 

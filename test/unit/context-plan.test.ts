@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { LlamaModel } from 'node-llama-cpp';
 import { chatKvTypes, describePlan, estimateContextBytes, kvCacheContextOptions, planContext, requestedContext, type PlanInput } from '../../src/runtimes/llama/context-plan.js';
-import { parseContextSizes } from '../../src/cli/context.js';
+import { parseContextSizes, parseKvCacheType } from '../../src/cli/context.js';
+import { CliError, EXIT_USAGE } from '../../src/cli/errors.js';
 import { InsufficientMemoryError } from '../../src/core/errors.js';
 import type { InstalledModel } from '../../src/core/store.js';
 
@@ -157,6 +158,21 @@ describe('a KV cache type the user chose (--kv-cache-type)', () => {
     await expect(refused).rejects.toThrow(
       /needs ≈84\.9 MB of context memory \(40960 tokens, f32 KV cache, batch 512; --ctx-size 40960; --kv-cache-type f32\) .* Set a smaller context with --ctx-size or a smaller --kv-cache-type, or raise --max-memory\./,
     );
+  });
+
+  it('the --kv-cache-type value is one of f32, f16, q8_0, exactly', () => {
+    for (const type of ['f32', 'f16', 'q8_0']) expect(parseKvCacheType(type)).toBe(type);
+    for (const bad of ['', 'F32', 'fp32', 'bf16', 'q4_0', 'q8']) {
+      expect(() => parseKvCacheType(bad), bad).toThrow(CliError);
+      expect(() => parseKvCacheType(bad), bad).toThrow(`--kv-cache-type must be one of f32, f16, q8_0, got '${bad}'`);
+    }
+    let error: unknown;
+    try {
+      parseKvCacheType('f8');
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toMatchObject({ exitCode: EXIT_USAGE });
   });
 });
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { ContextSizes } from '../core/loader.js';
+import { KV_CACHE_TYPES, type ContextSizes, type KvCacheType } from '../core/loader.js';
 import { Engine, type EngineOptions } from '../compose.js';
 import { parseByteSize, parseDuration } from '../core/units.js';
 import type { ModelKind } from '../core/catalog.js';
@@ -32,6 +32,8 @@ export interface EngineFlags extends ModelChoiceFlags {
   ctxSize?: string[];
   /** `--cache-ram SIZE`: host memory for conversations a chat model's sequence gives up. */
   cacheRam?: string;
+  /** `--kv-cache-type f32|f16|q8_0`: the KV cache type of chat models. */
+  kvCacheType?: string;
 }
 
 export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, extra: Partial<EngineOptions> = {}): Engine {
@@ -51,6 +53,7 @@ export function createEngine(global: GlobalOptions, flags: EngineFlags = {}, ext
   if (flags.parallel !== undefined) options.parallel = positiveInt(flags.parallel, '--parallel');
   if (flags.maxQueue !== undefined) options.maxQueue = positiveInt(flags.maxQueue, '--max-queue', true);
   if (flags.ctxSize?.length) options.contextSizes = parseContextSizes(flags.ctxSize);
+  if (flags.kvCacheType !== undefined) options.kvCacheType = parseKvCacheType(flags.kvCacheType);
   options.models = modelChoices(flags);
   return new Engine(options);
 }
@@ -76,6 +79,17 @@ export const CTX_SIZE_HELP = 'tokens per context for text models: N for every mo
 
 /** Help text of `--cache-ram` (serve, run). */
 export const CACHE_RAM_HELP = 'host memory for chat conversations whose sequence another request needs, restored when they come back (e.g. 4gb; 0 = none); default 8gb';
+
+/** Help text of `--kv-cache-type` (serve, run). */
+export const KV_CACHE_TYPE_HELP =
+  'KV cache type of chat models: f32 (logprobs closest to an fp32 reference, for evaluation; twice the memory of f16, no flash attention), f16, q8_0 (half the memory of f16); default f16, q8_0 where memory is short';
+
+/** `--kv-cache-type`'s value, checked (commander's choices check it first on the command line and in its environment variable). */
+export function parseKvCacheType(value: string): KvCacheType {
+  const type = KV_CACHE_TYPES.find((t) => t === value);
+  if (!type) throw new CliError(`--kv-cache-type must be one of ${KV_CACHE_TYPES.join(', ')}, got '${value}'`, EXIT_USAGE);
+  return type;
+}
 
 /** Collects a repeatable option's values (commander's argParser). */
 export function collect(value: string, previous: string[] = []): string[] {

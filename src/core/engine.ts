@@ -5,7 +5,7 @@ import { InvalidRequestError, ModelNotFoundError, OverloadedError, ServerError, 
 import { EngineEvents, type EngineEvent } from './events.js';
 import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
-import { loaderKey, type ContextSizes, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
+import { loaderKey, type ContextSizes, type KvCacheType, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
 import type { VoiceActivityDetector } from './voice-activity.js';
 import { aliasTable, isLatentDecoderModel, KIND_NAMES, NO_CHOICES, noModelOfKind, pickDefault, vendorName, type DefaultPick, type ModelChoices } from './model-choice.js';
 
@@ -30,6 +30,8 @@ export interface EngineOptions {
   contextSizes: ContextSizes;
   /** Host memory per chat model for conversations its sequences give up (`--cache-ram`); undefined: the loader's default. */
   cacheRamBytes?: number;
+  /** The KV cache type of chat models (`--kv-cache-type`); undefined: f16, or q8_0 where memory is short. */
+  kvCacheType?: KvCacheType;
   /** The operator's default per kind and aliases (`--default-model`, `--alias`, `--alias-vendor-chat`): core/model-choice.ts. */
   models: ModelChoices;
   loaders: LoaderTable;
@@ -95,6 +97,7 @@ export class Engine {
           maxQueue: this.options.maxQueue,
           contextSizes: this.options.contextSizes,
           cacheRamBytes: this.options.cacheRamBytes,
+          kvCacheType: this.options.kvCacheType,
           report: (event) => this.events.emit(event),
         },
         log: this.options.log,

@@ -31,6 +31,8 @@ export interface LoadOptions {
   memoryBudgetBytes?: number;
   /** Host memory a chat model may keep conversations in when their sequence is needed for another (`serve --cache-ram`; 0 none). */
   cacheRamBytes?: number;
+  /** The KV cache type of chat contexts (`serve --kv-cache-type`); undefined: f16, or q8_0 where memory is short. */
+  kvCacheType?: KvCacheType;
   /** Where a loader reports what it chose (context sizes, memory) and how long it took. */
   log?: (message: string) => void;
   /** Where a runtime reports what happens after the load (a supervised child process restarted): the engine's events. */
@@ -44,6 +46,14 @@ export interface LoadOptions {
   /** The model is gone without an unload (its runner process died): the manager forgets it, and the next request loads it again. */
   onLost?: () => void;
 }
+
+/**
+ * A llama.cpp KV cache's element type, as llama.cpp's `--cache-type-k/-v`
+ * names it: f32 (twice f16's memory; logprobs as close to an fp32 reference
+ * as llama.cpp gets), f16 (llama.cpp's default), q8_0 (half f16's memory).
+ */
+export const KV_CACHE_TYPES = ['f32', 'f16', 'q8_0'] as const;
+export type KvCacheType = (typeof KV_CACHE_TYPES)[number];
 
 export interface ContextSizes {
   all?: number;

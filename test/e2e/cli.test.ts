@@ -53,6 +53,19 @@ describe('lserve CLI', () => {
     expect(ctx.stderr).toContain('--ctx-size takes N or MODEL=N');
   });
 
+  it('exits 2 on a --kv-cache-type other than f32, f16, q8_0 (serve: also from LSERVE_KV_CACHE_TYPE), naming the choices', async () => {
+    for (const [args, env, words] of [
+      [['serve', '--kv-cache-type', 'f8'], {}, "option '--kv-cache-type <type>' argument 'f8' is invalid"],
+      [['serve'], { LSERVE_KV_CACHE_TYPE: 'bf16' }, "option '--kv-cache-type <type>' value 'bf16' from env 'LSERVE_KV_CACHE_TYPE' is invalid"],
+      [['run', '--kv-cache-type', 'F32', 'qwen3-0.6b', 'hi'], {}, "option '--kv-cache-type <type>' argument 'F32' is invalid"],
+    ] as const) {
+      const result = await runCli([...args], { env });
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toContain(words);
+      expect(result.stderr).toContain('Allowed choices are f32, f16, q8_0.');
+    }
+  });
+
   it('refuses a bad retention of stored responses', async () => {
     for (const args of [['--responses-ttl', 'forever'], ['--responses-ttl', '0'], ['--responses-max', '0'], ['--responses-max', 'lots']]) {
       const run = await runCli(['serve', ...args]);
@@ -109,6 +122,12 @@ describe('lserve CLI: exit codes and words', () => {
     expect(ocr.code).toBe(1);
     expect(ocr.stderr).toMatch(/^lserve: Model 'piper-en-lessac' is a speech synthesis model, not an OCR model\. Installed: ppocr-v4-mobile\.\n$/);
     for (const result of [speak, run, transcribe, ocr]) expect(result.stderr).not.toMatch(/endpoint|request|'model'/);
+  });
+
+  it('a valid --kv-cache-type gets as far as the model: an unknown one exits 1, not 2', async () => {
+    const result = await cli(['run', '--kv-cache-type', 'f32', 'no-such-model', 'hi']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^lserve: Model 'no-such-model' does not exist/);
   });
 
   it('a model that is not installed exits 1 and says how to pull it', async () => {

@@ -23,14 +23,21 @@ interface Reference {
 }
 const reference = JSON.parse(readFileSync(golden('reference.json'), 'utf8')) as Reference;
 const MODEL = 'qwen3-golden';
-/** llama.cpp's f16 KV cache against transformers' fp32 (the README's figures: at most 8.7e-3 nats). */
-const TOLERANCE = 0.02;
+/**
+ * Why an f32 KV cache (`--kv-cache-type f32`, which also takes flash attention off): transformers computed
+ * the reference in fp32, and the default f16 cache rounds every key and value, ≈1e-2 nats on this model
+ * (llama-server: 8.7e-3 with flash attention off, 1.9e-2 with it on, the README's figures; lserve's default,
+ * f16 with flash attention on CPU, measured 1.04e-2 here). With f32 and no flash attention llama-server
+ * measured 3.7e-4 and lserve 5.6e-4 (the same with batch 1 or 2 threads), so the numbers are held to 1e-3:
+ * what an evaluation harness comparing logprobs needs, and tight enough to catch a real scoring error.
+ */
+const TOLERANCE = 1e-3;
 
 let server: TestServer;
 let client: OpenAI;
 
 beforeAll(async () => {
-  server = await startTestServer({ engine: { threads: 1 } });
+  server = await startTestServer({ engine: { threads: 1, kvCacheType: 'f32' } });
   await server.engine.store.registerLocal(golden('model.gguf'), { kind: 'chat', id: MODEL });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 }, 60_000);

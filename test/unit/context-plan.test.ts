@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { planContext, requestedContext, type PlanInput } from '../../src/runtimes/llama/context-plan.js';
-import { parseContextSizes } from '../../src/cli/context.js';
+import type { LlamaModel } from 'node-llama-cpp';
+import { chatKvTypes, describePlan, estimateContextBytes, kvCacheContextOptions, planContext, requestedContext, type PlanInput } from '../../src/runtimes/llama/context-plan.js';
+import { parseContextSizes, parseKvCacheType } from '../../src/cli/context.js';
+import { CliError, EXIT_USAGE } from '../../src/cli/errors.js';
 import { InsufficientMemoryError } from '../../src/core/errors.js';
 import type { InstalledModel } from '../../src/core/store.js';
 
@@ -115,5 +117,92 @@ describe('planContext', () => {
 
   it('accepts a plan whose cost cannot be estimated', async () => {
     expect(await planContext(input({ estimate: async () => undefined, budgetBytes: 0 }))).toMatchObject({ contexts: 4, contextSize: 8192, bytes: 0 });
+  });
+});
+
+describe('a KV cache type the user chose (--kv-cache-type)', () => {
+  /** The KV cache: 1 MiB per 1024 tokens at f16, twice that at f32, half at q8_0; the compute buffer as before. */
+  const PER_KIB_TOKENS = { f32: 2, f16: 1, q8_0: 0.5 } as const;
+  const estimate: PlanInput['estimate'] = async ({ contextSize, batchSize, kvType = 'f16' }) => (contextSize / 1024) * PER_KIB_TOKENS[kvType] * MiB + (batchSize / 512) * MiB;
+  const chat = (kvCacheType: 'f32' | 'f16' | 'q8_0' | undefined, budgetBytes: number, request = { tokens: 40960, explicit: false, source: 'default 65536' }) =>
+    planContext(
+      input({ request, maxContexts: 1, kvTypes: chatKvTypes({ kvCacheType }), kvTypeSource: kvCacheType && `--kv-cache-type ${kvCacheType}`, estimate, budgetBytes }),
+    );
+
+  it('is the only type a chat context takes; unset, f16 then q8_0', () => {
+    expect(chatKvTypes({})).toEqual(['f16', 'q8_0']);
+    for (const type of ['f32', 'f16', 'q8_0'] as const) expect(chatKvTypes({ kvCacheType: type })).toEqual([type]);
+  });
+
+  it('f32 is chosen when asked, where f16 would have fitted, and the plan line names it', async () => {
+    const plan = await chat('f32', 1024 * MiB);
+    expect(plan).toMatchObject({ contextSize: 40960, kvType: 'f32', bytes: 81 * MiB, adjusted: undefined });
+    expect(describePlan('qwen', plan, { tokens: 40960, explicit: false, source: 'default 65536' })).toContain('40960 tokens, f32 KV cache, batch 512');
+  });
+
+  it('a default size shrinks rather than take another type: f32 stays f32, f16 never falls back to q8_0', async () => {
+    // 40960 tokens fit at f16 (41 MiB) but not at f32 (81 MiB): f32 halves to 20480 (41 MiB).
+    expect(await chat(undefined, 50 * MiB)).toMatchObject({ contextSize: 40960, kvType: 'f16' });
+    const f32 = await chat('f32', 50 * MiB);
+    expect(f32).toMatchObject({ contextSize: 20480, kvType: 'f32' });
+    expect(f32.adjusted).toMatch(/^context 20480 instead of 40960 to fit/);
+    // Automatic: q8_0 at 40960 (21 MiB) fits 30 MiB; asked for f16: half the context instead.
+    expect(await chat(undefined, 30 * MiB)).toMatchObject({ contextSize: 40960, kvType: 'q8_0' });
+    expect(await chat('f16', 30 * MiB)).toMatchObject({ contextSize: 20480, kvType: 'f16' });
+    expect(await chat('q8_0', 1024 * MiB)).toMatchObject({ contextSize: 40960, kvType: 'q8_0', adjusted: undefined });
+  });
+
+  it('an explicit size that does not fit at that type is refused, naming the type and the flag', async () => {
+    const refused = chat('f32', 50 * MiB, { tokens: 40960, explicit: true, source: '--ctx-size 40960' });
+    await expect(refused).rejects.toBeInstanceOf(InsufficientMemoryError);
+    await expect(refused).rejects.toThrow(
+      /needs ≈84\.9 MB of context memory \(40960 tokens, f32 KV cache, batch 512; --ctx-size 40960; --kv-cache-type f32\) .* Set a smaller context with --ctx-size or a smaller --kv-cache-type, or raise --max-memory\./,
+    );
+  });
+
+  it('the --kv-cache-type value is one of f32, f16, q8_0, exactly', () => {
+    for (const type of ['f32', 'f16', 'q8_0']) expect(parseKvCacheType(type)).toBe(type);
+    for (const bad of ['', 'F32', 'fp32', 'bf16', 'q4_0', 'q8']) {
+      expect(() => parseKvCacheType(bad), bad).toThrow(CliError);
+      expect(() => parseKvCacheType(bad), bad).toThrow(`--kv-cache-type must be one of f32, f16, q8_0, got '${bad}'`);
+    }
+    let error: unknown;
+    try {
+      parseKvCacheType('f8');
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toMatchObject({ exitCode: EXIT_USAGE });
+  });
+});
+
+describe('what each KV cache type asks of llama.cpp', () => {
+  it('f32 and q8_0 name their ggml type; f32 takes flash attention off, q8_0 on; f16 keeps the defaults', () => {
+    expect(kvCacheContextOptions('f32')).toEqual({ experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32', flashAttention: false });
+    expect(kvCacheContextOptions('q8_0')).toEqual({ experimentalKvCacheKeyType: 'Q8_0', experimentalKvCacheValueType: 'Q8_0', flashAttention: true });
+    expect(kvCacheContextOptions('f16')).toEqual({});
+    expect(kvCacheContextOptions(undefined)).toEqual({});
+  });
+
+  it('the memory estimate is asked for the same cache and attention (ggml F32 = 0, Q8_0 = 8)', async () => {
+    const asked: Array<Record<string, unknown>> = [];
+    const model = {
+      gpuLayers: 0,
+      fileInsights: {
+        estimateContextResourceRequirementsV2: async (options: Record<string, unknown>) => {
+          asked.push(options);
+          return { cpuRam: 3, gpuVram: 4 };
+        },
+      },
+    } as unknown as LlamaModel;
+    const shape = { contextSize: 1024, batchSize: 512, sequences: 1 };
+    for (const kvType of ['f32', 'f16', 'q8_0', undefined] as const) expect(await estimateContextBytes(model, { ...shape, kvType })).toBe(7);
+    expect(asked.map(({ kvCacheKeyType, kvCacheValueType, flashAttention }) => ({ kvCacheKeyType, kvCacheValueType, flashAttention }))).toEqual([
+      { kvCacheKeyType: 0, kvCacheValueType: 0, flashAttention: false },
+      { kvCacheKeyType: undefined, kvCacheValueType: undefined, flashAttention: undefined },
+      { kvCacheKeyType: 8, kvCacheValueType: 8, flashAttention: true },
+      { kvCacheKeyType: undefined, kvCacheValueType: undefined, flashAttention: undefined },
+    ]);
+    expect(asked.every((options) => options.contextSize === 1024 && options.modelGpuLayers === 0 && options.isEmbeddingContext === false)).toBe(true);
   });
 });

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { chatCompletionFrom } from '../../api/chat.js';
 import { readFile } from 'node:fs/promises';
 import { chat, checkChatMedia, collectChat, MEDIA_MARKER, type ChatMedia, type ChatMessage, type ChatRequest } from '../../core/tasks/chat.js';
 import { decodeChatMedia } from '../../core/tasks/chat-media.js';
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
-import { collect, createEngine, CTX_SIZE_HELP, globalOptions, positiveInt, type EngineFlags } from '../context.js';
+import { collect, createEngine, CTX_SIZE_HELP, globalOptions, KV_CACHE_TYPE_HELP, positiveInt, type EngineFlags } from '../context.js';
+import { KV_CACHE_TYPES } from '../../core/loader.js';
 
 interface RunFlags extends EngineFlags {
   image?: string[];
@@ -62,6 +63,7 @@ export function runCommand(): Command {
     .option('--json', 'print the full chat.completion response')
     .option('--threads <n>', 'CPU threads (0 = runtime default)')
     .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
+    .addOption(new Option('--kv-cache-type <type>', KV_CACHE_TYPE_HELP).choices(KV_CACHE_TYPES))
     .addHelpText('after', '\nExamples:\n  $ lserve run qwen3-0.6b "Why is the sky blue?"\n  $ cat notes.txt | lserve run qwen3-0.6b "summarise"\n  $ lserve run qwen2.5-vl-3b "What is in this picture?" --image photo.jpg\n  $ lserve run qwen3-0.6b            # interactive chat')
     .action(async (model: string, prompt: string | undefined, flags: RunFlags, command: Command) => {
       const options = requestOptions(flags);

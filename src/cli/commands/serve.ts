@@ -8,7 +8,8 @@ import { filesLocation } from '../files-location.js';
 import { checkDatabaseUrl, redactUrl } from '../../core/state/open.js';
 import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
 import { ALIAS_HELP, ALIAS_VENDOR_CHAT_HELP, ALIASES_HELP, DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
-import { CACHE_RAM_HELP, collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, positiveInt, type EngineFlags } from '../context.js';
+import { CACHE_RAM_HELP, collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, KV_CACHE_TYPE_HELP, positiveInt, type EngineFlags } from '../context.js';
+import { KV_CACHE_TYPES } from '../../core/loader.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;
@@ -54,6 +55,7 @@ export function serveCommand(): Command {
     .option('--threads <n>', 'CPU threads per model (0 = runtime default)')
     .option('--ctx-size <size>', CTX_SIZE_HELP, collect)
     .option('--cache-ram <size>', CACHE_RAM_HELP)
+    .addOption(new Option('--kv-cache-type <type>', KV_CACHE_TYPE_HELP).choices(KV_CACHE_TYPES).env('LSERVE_KV_CACHE_TYPE'))
     .option('--default-model <kind=model>', DEFAULT_MODEL_HELP, collect)
     .option('--alias <name=model>', ALIAS_HELP, collect)
     .option('--aliases <file>', ALIASES_HELP)

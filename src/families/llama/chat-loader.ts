@@ -3,7 +3,18 @@ import type { LlamaContext, LlamaContextOptions, LlamaModel } from 'node-llama-c
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import type { InstalledModel } from '../../core/store.js';
 import { formatBytes } from '../../core/units.js';
-import { contextBudget, DEFAULT_BATCH, describePlan, estimateContextBytes, MIN_CONTEXT, planContext, requestedContext, type ContextRequest } from '../../runtimes/llama/context-plan.js';
+import {
+  chatKvTypes,
+  contextBudget,
+  DEFAULT_BATCH,
+  describePlan,
+  estimateContextBytes,
+  kvCacheContextOptions,
+  MIN_CONTEXT,
+  planContext,
+  requestedContext,
+  type ContextRequest,
+} from '../../runtimes/llama/context-plan.js';
 import { installDecodeGate } from '../../runtimes/llama/decode-gate.js';
 import { KvCells } from '../../runtimes/llama/kv-cells.js';
 import { MediaProjector } from '../../runtimes/llama/mtmd.js';
@@ -25,7 +36,8 @@ import { SlotPool } from './chat-slots.js';
  * conversation can use all of it while short requests run beside it. Its
  * size, unless `--ctx-size` says otherwise, is the training context up to
  * DEFAULT_CONTEXT.chat, as much as the memory budget holds, with an 8-bit
- * cache before a smaller one (context-plan.ts); a conversation longer than
+ * cache before a smaller one (context-plan.ts), or with the one cache type
+ * `--kv-cache-type` names (a smaller context then); a conversation longer than
  * that grows it later where memory allows (LlamaChatModel). Elsewhere (the
  * prebuilt binary, GPUs) every sequence has a cache of its own: a default
  * size is each one's, an explicit size is shared by them, as llama-server's
@@ -84,7 +96,7 @@ async function loadOn(model: LlamaModel, installed: InstalledModel, options: Loa
     grow: asked.explicit
       ? undefined
       : async (tokens) => {
-          const estimate = await estimateContextBytes(model, { contextSize: tokens, batchSize: DEFAULT_BATCH, sequences: unified ? 1 : parallel });
+          const estimate = await estimateContextBytes(model, { contextSize: tokens, batchSize: DEFAULT_BATCH, sequences: unified ? 1 : parallel, kvType: options.kvCacheType });
           if (estimate !== undefined) await options.reserve?.(model.size + estimate);
           return ready(await createChatContext(model, installed, options, { parallel, unified, perSequence: true, asked: { tokens, explicit: true, source: `grown for a longer conversation (${asked.source})` } }));
         },
@@ -115,7 +127,8 @@ async function createChatContext(
     trainContextSize: model.trainContextSize,
     maxContexts: 1,
     sequences,
-    kvTypes: ['f16', 'q8_0'],
+    kvTypes: chatKvTypes(options),
+    kvTypeSource: options.kvCacheType ? `--kv-cache-type ${options.kvCacheType}` : undefined,
     batchFor: (size) => Math.min(DEFAULT_BATCH, size * sequences),
     estimate: (s) => estimateContextBytes(model, s),
     budgetBytes: contextBudget(model, options),
@@ -131,7 +144,7 @@ async function createChatContext(
     // The default remedy retries a failed creation 16 times, each time allocating a multi-GiB cache 16% smaller,
     // silently; the plan above already chose a size that fits, so a failure is reported.
     failedCreationRemedy: false,
-    ...(plan.kvType === 'q8_0' ? { experimentalKvCacheKeyType: 'Q8_0', experimentalKvCacheValueType: 'Q8_0', flashAttention: true } : {}),
+    ...kvCacheContextOptions(plan.kvType),
   };
   const context = unified
     ? await createUnifiedContext(model, { ...common, contextSize: plan.contextSize })

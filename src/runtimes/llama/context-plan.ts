@@ -1,5 +1,5 @@
-import type { GgmlType, LlamaModel } from 'node-llama-cpp';
-import type { LoadOptions } from '../../core/loader.js';
+import type { GgmlType, LlamaContextOptions, LlamaModel } from 'node-llama-cpp';
+import type { KvCacheType, LoadOptions } from '../../core/loader.js';
 import { InsufficientMemoryError } from '../../core/errors.js';
 import type { InstalledModel } from '../../core/store.js';
 import { formatBytes } from '../../core/units.js';
@@ -35,11 +35,35 @@ export const MIN_CONTEXT = 512;
 /** Below this many tokens a default chat context takes an 8-bit KV cache before it shrinks further: agents' prompts need the room. */
 export const AGENT_CONTEXT = 32_768;
 
-/** ggml's Q8_0 type id (node-llama-cpp's GgmlType.Q8_0; a value import would load node-llama-cpp with this module). */
-const GGML_TYPE_Q8_0 = 8 as GgmlType;
+export type { KvCacheType } from '../../core/loader.js';
 
-/** The KV cache's element type: llama.cpp's default, or 8 bits (half the memory; needs flash attention). */
-export type KvCacheType = 'f16' | 'q8_0';
+/**
+ * What a KV cache type takes besides node-llama-cpp's defaults: ggml's type
+ * id (node-llama-cpp's GgmlType; a value import would load node-llama-cpp
+ * with this module) and its name, and flash attention. f16 is the default
+ * cache and keeps the default attention ('auto': on where the backend has
+ * it, as on CPU). q8_0 needs flash attention. f32 is for logprobs as close
+ * to an fp32 reference as llama.cpp gets, which takes flash attention off:
+ * with it on, an f32 cache measures no better than f16 against transformers
+ * (1.9e-2 nats either way; off, f32 measures 3.7e-4 and f16 8.7e-3:
+ * test/golden/qwen3-logprobs/README.md).
+ */
+const KV_CACHE: Record<Exclude<KvCacheType, 'f16'>, { ggml: GgmlType; name: 'F32' | 'Q8_0'; flashAttention: boolean }> = {
+  f32: { ggml: 0 as GgmlType, name: 'F32', flashAttention: false },
+  q8_0: { ggml: 8 as GgmlType, name: 'Q8_0', flashAttention: true },
+};
+
+/** The context options that give a context a KV cache of this type (none for f16, node-llama-cpp's default). */
+export function kvCacheContextOptions(kvType: KvCacheType | undefined): Pick<LlamaContextOptions, 'experimentalKvCacheKeyType' | 'experimentalKvCacheValueType' | 'flashAttention'> {
+  if (kvType === undefined || kvType === 'f16') return {};
+  const { name, flashAttention } = KV_CACHE[kvType];
+  return { experimentalKvCacheKeyType: name, experimentalKvCacheValueType: name, flashAttention };
+}
+
+/** The KV cache types a chat context may take, best first: the one `--kv-cache-type` names, else f16 and, where memory is short, q8_0. */
+export function chatKvTypes(options: Pick<LoadOptions, 'kvCacheType'>): readonly KvCacheType[] {
+  return options.kvCacheType ? [options.kvCacheType] : ['f16', 'q8_0'];
+}
 
 /** llama.cpp's default ubatch: tokens per decode when an input may span several. */
 export const DEFAULT_BATCH = 512;
@@ -85,6 +109,8 @@ export interface PlanInput {
   batchFor(contextSize: number): number;
   /** KV cache types to try at each size, in order (default f16 only). */
   kvTypes?: readonly KvCacheType[];
+  /** Where the KV cache type came from when the user chose it (`--kv-cache-type f32`), for the error. */
+  kvTypeSource?: string;
   /** Bytes one context of this shape needs; undefined when it cannot be told. */
   estimate(shape: ContextShape): Promise<number | undefined>;
   /** Bytes all contexts together may take. */
@@ -138,14 +164,14 @@ function candidates(request: ContextRequest, trainContextSize: number, kvTypes: 
  */
 export async function planContext(input: PlanInput): Promise<ContextPlan> {
   const { request, sequences } = input;
-  let smallest: { contexts: number; contextSize: number; batchSize: number; bytes: number } | undefined;
+  let smallest: { contexts: number; contextSize: number; batchSize: number; kvType: KvCacheType; bytes: number } | undefined;
   const kvTypes = input.kvTypes ?? ['f16'];
   for (const { contextSize, kvType } of candidates(request, input.trainContextSize, kvTypes)) {
     const batchSize = input.batchFor(contextSize);
     const each = await input.estimate({ contextSize, batchSize, sequences, kvType });
     for (let contexts = input.maxContexts; contexts >= 1; contexts--) {
       const bytes = (each ?? 0) * contexts;
-      smallest = { contexts, contextSize, batchSize, bytes };
+      smallest = { contexts, contextSize, batchSize, kvType, bytes };
       if (each !== undefined && bytes > input.budgetBytes) continue;
       const changes = [
         contextSize < Math.min(request.tokens, input.trainContextSize) ? `context ${contextSize} instead of ${request.tokens}` : '',
@@ -165,11 +191,14 @@ export async function planContext(input: PlanInput): Promise<ContextPlan> {
     }
   }
   const s = smallest!;
-  const shape = `${s.contexts > 1 ? `${s.contexts} contexts × ` : ''}${sequences > 1 ? `${sequences} sequences × ` : ''}${s.contextSize} tokens, batch ${s.batchSize}`;
+  const kv = s.kvType === 'f16' ? '' : `${s.kvType} KV cache, `;
+  const shape = `${s.contexts > 1 ? `${s.contexts} contexts × ` : ''}${sequences > 1 ? `${sequences} sequences × ` : ''}${s.contextSize} tokens, ${kv}batch ${s.batchSize}`;
+  const sources = [request.source, input.kvTypeSource].filter(Boolean).join('; ');
+  const smaller = [sequences > 1 ? 'fewer --parallel sequences' : '', input.kvTypeSource ? 'a smaller --kv-cache-type' : ''].filter(Boolean);
   throw new InsufficientMemoryError(
-    `Model '${input.id}' needs ≈${formatBytes(s.bytes)} of context memory (${shape}; ${request.source}) but only ${formatBytes(Math.max(0, input.budgetBytes))} ` +
+    `Model '${input.id}' needs ≈${formatBytes(s.bytes)} of context memory (${shape}; ${sources}) but only ${formatBytes(Math.max(0, input.budgetBytes))} ` +
       `of the memory budget is left after its ${formatBytes(input.weightBytes)} of weights. ` +
-      `Set a smaller context with --ctx-size${sequences > 1 ? ' or fewer --parallel sequences' : ''}, or raise --max-memory.`,
+      `Set a smaller context with --ctx-size${smaller.length ? ` or ${smaller.join(' or ')}` : ''}, or raise --max-memory.`,
   );
 }
 
@@ -182,7 +211,8 @@ export function contextBudget(model: LlamaModel, options: LoadOptions): number {
 export async function estimateContextBytes(model: LlamaModel, shape: ContextShape, isEmbeddingContext = false): Promise<number | undefined> {
   try {
     const { kvType, ...rest } = shape;
-    const cacheType = kvType === 'q8_0' ? { kvCacheKeyType: GGML_TYPE_Q8_0, kvCacheValueType: GGML_TYPE_Q8_0, flashAttention: true } : {};
+    const cache = kvType === undefined || kvType === 'f16' ? undefined : KV_CACHE[kvType];
+    const cacheType = cache ? { kvCacheKeyType: cache.ggml, kvCacheValueType: cache.ggml, flashAttention: cache.flashAttention } : {};
     const r = await model.fileInsights.estimateContextResourceRequirementsV2({ ...rest, ...cacheType, modelGpuLayers: model.gpuLayers, isEmbeddingContext });
     return r.cpuRam + r.gpuVram;
   } catch {

@@ -127,7 +127,15 @@ export class Runners {
     try {
       const ready = await runner.request({ t: 'init', loaderKey, installed, home: this.options.home }, 'ready');
       if (ready.estimate !== undefined) await options.reserve?.(ready.estimate);
-      const wireOptions = { threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue, contextSizes: options.contextSizes, memoryBudgetBytes: options.memoryBudgetBytes, cacheRamBytes: options.cacheRamBytes };
+      const wireOptions = {
+        threads: options.threads,
+        parallel: options.parallel,
+        maxQueue: options.maxQueue,
+        contextSizes: options.contextSizes,
+        memoryBudgetBytes: options.memoryBudgetBytes,
+        cacheRamBytes: options.cacheRamBytes,
+        kvCacheType: options.kvCacheType,
+      };
       const model = await runner.request({ t: 'load', options: wireOptions, kind }, 'loaded');
       loaded = true;
       const state = this.runners.get(runner);

@@ -44,10 +44,6 @@ export class ScoredPrefixes {
     let total = 0;
     this.entries = this.entries.filter((e, i) => i < MAX_PROMPTS && (total += e.positions.length) <= MAX_POSITIONS);
   }
-
-  clear(): void {
-    this.entries = [];
-  }
 }
 
 /** How many leading tokens `a` and `b` share. */

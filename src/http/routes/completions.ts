@@ -23,8 +23,9 @@ import { SseWriter } from '../sse.js';
 /**
  * POST /v1/completions (OpenAI's legacy text completions) on the completion
  * task: every prompt of the request and every candidate of each run at once,
- * on the chat model's sequences (but prompts scored with `echo`, below). Streamed as SSE chunks of each choice's
- * text (`index` telling them apart), or one object.
+ * on the chat model's sequences (prompts scored with `echo` one after
+ * another, below). Streamed as SSE chunks of each choice's text (`index`
+ * telling them apart), or one object.
  */
 export function completionsRouter({ engine, shutdown }: ServerContext): Router {
   const router = Router();

@@ -1,8 +1,8 @@
 import type { Token } from 'node-llama-cpp';
 import type { PositionLogprobs } from '../../runtimes/llama/native-logprobs.js';
 
-/** Positions kept over all remembered prompts (each holds up to 20 alternatives). */
-const MAX_POSITIONS = 65_536;
+/** Positions kept over all remembered prompts: each holds up to 20 alternatives, about 1 KB, so at most ≈ 16 MB. */
+const MAX_POSITIONS = 16_384;
 const MAX_PROMPTS = 16;
 
 interface Entry {

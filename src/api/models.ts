@@ -1,6 +1,9 @@
+import { statSync } from 'node:fs';
 import { z } from 'zod';
-import type { MediaInput } from '../core/catalog.js';
+import { inputModalities, type MediaInput } from '../core/catalog.js';
 import type { ListingRow } from '../core/listing.js';
+import type { LoadedInfo } from '../core/manager.js';
+import type { InstalledModel } from '../core/store.js';
 
 /** Wire shapes of GET /v1/models (the specification's model object and list). */
 export interface ModelObject {
@@ -22,6 +25,39 @@ export interface ModelObject {
   context_length?: number;
   /** Extension: the default of its kind, where requests that name no model of the kind go (core/model-choice.ts). */
   default?: true;
+}
+
+/** When a model was installed, in Unix seconds (its manifest's time, else its first file's). */
+export function createdAt(model: InstalledModel): number {
+  if (model.installedAt) return Math.floor(Date.parse(model.installedAt) / 1000);
+  const first = Object.values(model.files)[0];
+  try {
+    return first ? Math.floor(statSync(first).mtimeMs / 1000) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * An installed model as GET /v1/models shows it (and the MCP server's
+ * `lserve://models/<id>` resources): `loaded` are the models in memory now,
+ * by id; `defaults` the ids that are their kind's default.
+ */
+export function modelObject(model: InstalledModel, loaded: ReadonlyMap<string, LoadedInfo>, defaults: ReadonlySet<string> = new Set()): ModelObject {
+  const input = inputModalities(model.entry);
+  const contextLength = loaded.get(model.id)?.contextSize;
+  return {
+    id: model.id,
+    object: 'model',
+    created: createdAt(model),
+    owned_by: model.entry.owned_by,
+    status: 'running',
+    kind: model.entry.kind,
+    loaded: loaded.has(model.id),
+    ...(input ? { architecture: { input_modalities: input, output_modalities: ['text'] } } : {}),
+    ...(contextLength ? { context_length: contextLength } : {}),
+    ...(defaults.has(model.id) ? { default: true as const } : {}),
+  };
 }
 
 /**

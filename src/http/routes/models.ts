@@ -1,20 +1,9 @@
 import { Router, type Request, type Response } from 'express';
-import { statSync } from 'node:fs';
-import type { AnthropicModelInfo, AnthropicModelPage, ModelList, ModelObject } from '../../api/models.js';
-import { MODEL_KINDS, inputModalities } from '../../core/catalog.js';
+import { createdAt, modelObject, type AnthropicModelInfo, type AnthropicModelPage, type ModelList } from '../../api/models.js';
+import { MODEL_KINDS } from '../../core/catalog.js';
 import type { InstalledModel } from '../../core/store.js';
 import type { LoadedInfo } from '../../core/manager.js';
 import type { ServerContext } from '../context.js';
-
-function createdAt(model: InstalledModel): number {
-  if (model.installedAt) return Math.floor(Date.parse(model.installedAt) / 1000);
-  const first = Object.values(model.files)[0];
-  try {
-    return first ? Math.floor(statSync(first).mtimeMs / 1000) : 0;
-  } catch {
-    return 0;
-  }
-}
 
 /** Whether the client speaks Anthropic's API (its SDKs send anthropic-version on every request). */
 const wantsAnthropic = (req: Request) => req.path.startsWith('/v1/anthropic/') || req.get('anthropic-version') !== undefined;
@@ -22,22 +11,6 @@ const wantsAnthropic = (req: Request) => req.path.startsWith('/v1/anthropic/') |
 export function modelsRouter({ engine }: ServerContext): Router {
   const router = Router();
   const loadedNow = () => new Map(engine.manager.loaded().map((m) => [m.id, m]));
-  const toObject = (model: InstalledModel, loaded: Map<string, LoadedInfo>, defaults: ReadonlySet<string> = new Set()): ModelObject => {
-    const input = inputModalities(model.entry);
-    const contextLength = loaded.get(model.id)?.contextSize;
-    return {
-      id: model.id,
-      object: 'model',
-      created: createdAt(model),
-      owned_by: model.entry.owned_by,
-      status: 'running',
-      kind: model.entry.kind,
-      loaded: loaded.has(model.id),
-      ...(input ? { architecture: { input_modalities: input, output_modalities: ['text'] } } : {}),
-      ...(contextLength ? { context_length: contextLength } : {}),
-      ...(defaults.has(model.id) ? { default: true as const } : {}),
-    };
-  };
   const defaultIds = async () => new Set(Object.values(await engine.defaults()).map((pick) => pick.id));
   const toAnthropic = (model: InstalledModel, loaded: Map<string, LoadedInfo>): AnthropicModelInfo => ({
     type: 'model',
@@ -62,12 +35,12 @@ export function modelsRouter({ engine }: ServerContext): Router {
       return;
     }
     const defaults = await defaultIds();
-    const body: ModelList = { object: 'list', data: models.map((m) => toObject(m, loadedNow(), defaults)), aliases: await engine.aliases() };
+    const body: ModelList = { object: 'list', data: models.map((m) => modelObject(m, loadedNow(), defaults)), aliases: await engine.aliases() };
     res.json(body);
   };
   const one = async (req: Request, res: Response) => {
     const model = await engine.resolve(String(req.params.model), wantsAnthropic(req) ? ['chat'] : MODEL_KINDS);
-    res.json(wantsAnthropic(req) ? toAnthropic(model, loadedNow()) : toObject(model, loadedNow(), await defaultIds()));
+    res.json(wantsAnthropic(req) ? toAnthropic(model, loadedNow()) : modelObject(model, loadedNow(), await defaultIds()));
   };
   // One route per path, so that metrics label each by its own pattern.
   for (const base of ['/v1/models', '/v1/anthropic/v1/models']) {

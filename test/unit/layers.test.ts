@@ -183,7 +183,7 @@ function findCycles(edges: readonly Edge[]): string[] {
 function layerOf(file: string): string {
   // The runner's entry is the composition root of a runner process.
   if (file === 'src/compose.ts' || file === 'src/runner.ts') return 'compose';
-  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|api|realtime|audio|image|ui)\//.exec(file);
+  const m = /^src\/(core\/tasks|core|families\/[^/]+|runtimes\/[^/]+|cli|http|mcp|api|realtime|audio|image|ui)\//.exec(file);
   return m ? m[1] : 'unknown';
 }
 
@@ -247,6 +247,12 @@ const RULES: Rule[] = [
     applies: (from) => from === 'http',
     forbids: (to) => isFamily(to) || isRuntime(to) || to === 'compose',
     why: 'http/ imports no family, runtime or composition root',
+  },
+  {
+    // The MCP server is an adapter beside cli/ and http/: tasks as tools. It reads inputs with the server's URL rules (http/net, http/remote-input).
+    applies: (from) => from === 'mcp',
+    forbids: (to) => isFamily(to) || isRuntime(to) || ['compose', 'cli', 'realtime'].includes(to),
+    why: 'mcp/ imports no family, runtime, composition root, cli/ or realtime/',
   },
   {
     // Tasks are built on core; core never reaches up into them (a module of core that runs tasks is a task, or realtime/).

@@ -71,6 +71,8 @@ export interface ServerOptions {
   warmAnswers?: boolean;
   /** Serve Prometheus metrics at GET /metrics (`lserve serve --metrics`); off by default (404). */
   metrics?: boolean;
+  /** Serve the Model Context Protocol (Streamable HTTP) at /mcp (`lserve serve --mcp`); off by default (404). */
+  mcp?: boolean;
   /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */
   hfToken?: HubToken;
   /** Where generated files live: a directory several replicas may share (default `<home>/cache`), or S3-compatible storage (`--files-dir`, `--files`). */

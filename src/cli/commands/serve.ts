@@ -25,6 +25,7 @@ interface ServeFlags extends EngineFlags {
   allowPrivateUrls?: boolean | string;
   allowRemoteInput?: string;
   metrics?: boolean;
+  mcp?: boolean;
   ui: boolean;
   hfTokenFile?: string;
   responsesTtl?: string;
@@ -66,6 +67,7 @@ export function serveCommand(): Command {
     .addOption(new Option('--allow-remote-input <list>').hideHelp())
     .option('--no-ui', 'do not serve the playground (a web page for every task) at /')
     .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
+    .option('--mcp', 'serve the Model Context Protocol (Streamable HTTP) at /mcp, for agents (behind --api-key when one is set); off by default')
     .option('--responses-ttl <duration>', 'how long stored Responses API responses are kept (e.g. 24h); default 30 days')
     .option('--responses-max <n>', 'most stored Responses API responses; the oldest go first (default 10000)')
     .addOption(new Option('--drain-timeout <duration>', 'at SIGTERM, how long work in flight may take to finish before what is left is cut off and the server exits').env('LSERVE_DRAIN_TIMEOUT').default('30s'))
@@ -137,6 +139,7 @@ Examples:
         logFormat: flags.logFormat,
         strictTools: Boolean(flags.strictTools),
         metrics: Boolean(flags.metrics),
+        mcp: Boolean(flags.mcp),
         ui: flags.ui,
         hfToken,
         responses,
@@ -151,6 +154,7 @@ Examples:
       log(`lserve listening on ${server.url}/v1 (${models.length} model${models.length === 1 ? '' : 's'}: ${models.map((m) => m.id).join(', ') || 'none — run `lserve pull <id>`'})`);
       for (const line of await defaultsLog(engine)) log(line);
       if (flags.ui) log(`playground: ${server.url}/`);
+      if (flags.mcp) log(`MCP (Streamable HTTP): ${server.url}/mcp`);
       if (databaseUrl) log(`state (stored responses, speech stream jobs): PostgreSQL at ${redactUrl(databaseUrl)}`);
       const { buildLlamaAddonInBackground } = await import('../../compose.js');
       void buildLlamaAddonInBackground(engine, log).catch((error: unknown) => log(`llama.cpp: ${(error as Error).message}`));

@@ -22,12 +22,14 @@ import { ollamaChatRouter } from './ollama-chat.js';
 import { ollamaEmbedRouter } from './ollama-embed.js';
 import { ollamaModelsRouter } from './ollama-models.js';
 import { llamacppRouter } from './llamacpp.js';
+import { mcpRouter } from '../../mcp/http.js';
 
 /** Every HTTP router, in mount order. One file per endpoint group. */
 export const routers: Array<(ctx: ServerContext) => Router> = [
   modelStoreRouter, modelsRouter, chatRouter, completionsRouter, anthropicRouter, responsesRouter, embeddingsRouter, rerankRouter, ocrRouter, transcriptionRouter, speechRouter, audioInfoRouter, imagesRouter, psRouter, metricsRouter,
   ollamaChatRouter, ollamaEmbedRouter, ollamaModelsRouter,
   llamacppRouter,
+  mcpRouter,
 ];
 
 /** WebSocket endpoints, matched by path on upgrade. */

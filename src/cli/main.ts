@@ -4,6 +4,7 @@ import { EXIT_OK, EXIT_USAGE } from './exit-codes.js';
 import { paramWordsOf, reportError } from './errors.js';
 import { imagineCommand } from './commands/imagine.js';
 import { listCommand } from './commands/list.js';
+import { mcpCommand } from './commands/mcp.js';
 import { ocrCommand } from './commands/ocr.js';
 import { psCommand } from './commands/ps.js';
 import { pullCommand } from './commands/pull.js';
@@ -23,7 +24,7 @@ export function buildProgram(): Command {
     .option('--catalog <file>', 'models.json to use instead of the shipped catalog (default $LSERVE_CATALOG)')
     .option('--verbose', 'log engine activity and full error traces')
     .showHelpAfterError('(run with --help for usage)');
-  for (const command of [pullCommand(), listCommand(), rmCommand(), runCommand(), transcribeCommand(), speakCommand(), imagineCommand(), ocrCommand(), serveCommand(), psCommand()]) {
+  for (const command of [pullCommand(), listCommand(), rmCommand(), runCommand(), transcribeCommand(), speakCommand(), imagineCommand(), ocrCommand(), serveCommand(), mcpCommand(), psCommand()]) {
     program.addCommand(command);
   }
   // Usage errors exit 2 (commander uses 1 by default); help and version exit 0.

@@ -3,8 +3,8 @@ import type { UrlPolicy } from '../http/net/fetch-public.js';
 
 /**
  * What the MCP server's tools run with. One McpServer is built per stdio
- * session (`lserve mcp`) and per HTTP request (`lserve serve --mcp`,
- * stateless Streamable HTTP); both share the engine's tasks with the rest of
+ * session (`lserve mcp`) and per HTTP session (`lserve serve --mcp`,
+ * Streamable HTTP); both share the engine's tasks with the rest of
  * lserve and differ only in what their inputs may read.
  */
 export interface McpContext {
@@ -17,7 +17,7 @@ export interface McpContext {
   localFiles: boolean;
   /** What `*_url` inputs may reach, and the most bytes any input may carry (the server's --allow-private-urls and upload limit). */
   urls: UrlPolicy;
-  /** Aborted when the work must stop whatever the client says: the HTTP request gone, the server shutting down. */
+  /** Aborted when the work must stop whatever the client says: the server shutting down. */
   signal?: AbortSignal;
   /** Where faults are logged (stderr over stdio: stdout carries only MCP). */
   log: (message: string) => void;

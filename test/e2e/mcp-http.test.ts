@@ -184,8 +184,9 @@ describe('MCP over Streamable HTTP (serve --mcp)', () => {
       req.end(body);
     });
     expect(status).toBe(403);
-    // GET (a standalone stream) has no place on a stateless server.
-    expect((await fetch(`${server.url}/mcp`, { headers: { accept: 'text/event-stream' } })).status).toBe(405);
+    // Any message but initialize needs a session; one that ended is a 404 (the client then starts a new one).
+    expect((await fetch(`${server.url}/mcp`, { headers: { accept: 'text/event-stream' } })).status).toBe(400);
+    expect((await fetch(`${server.url}/mcp`, { headers: { accept: 'text/event-stream', 'mcp-session-id': 'no-such-session' } })).status).toBe(404);
   });
 });
 
@@ -211,6 +212,38 @@ describe('/mcp without --mcp, and with --api-key', () => {
       const client = await connect(server, { authorization: 'Bearer secret' });
       const result = await call(client, 'list_models', {});
       expect(result.isError).toBeFalsy();
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe('cancelling an MCP call over HTTP', () => {
+  it('stops its work: the cancelled generation ends long before its max_tokens', async () => {
+    const server = await startTestServer({ engine: { threads: 1 }, server: { mcp: true, metrics: true } });
+    try {
+      await server.engine.store.registerLocal(tinyQwen3File(), { kind: 'chat', id: CHAT_MODEL_ID });
+      const client = await connect(server);
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'ask_local_model', arguments: { prompt: 'Write a long story.', max_tokens: 3000, think: false } }, undefined, {
+        signal: cancel.signal,
+        onprogress: () => cancel.abort(),
+      });
+      await expect(call).rejects.toThrow();
+      // The generation's count reaches /metrics when it ends: soon after the cancel, far short of 3000 tokens.
+      let generated: number | undefined;
+      for (let waited = 0; generated === undefined && waited < 20_000; waited += 100) {
+        const text = await (await fetch(`${server.url}/metrics`)).text();
+        const line = text.split('\n').find((l) => l.startsWith(`lserve_chat_completion_tokens_total{model="${CHAT_MODEL_ID}"}`));
+        if (line) generated = Number(line.split(' ').at(-1));
+        else await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(generated).toBeDefined();
+      expect(generated!).toBeLessThan(500);
+      // The session goes on serving.
+      const next = (await client.callTool({ name: 'list_models', arguments: {} })) as CallToolResult;
+      expect(next.isError).toBeFalsy();
       await client.close();
     } finally {
       await server.stop();

@@ -30,7 +30,8 @@
  * `--warm off` leaves the chat model cold while the user speaks (the
  * session's warm-up evaluates the conversation meanwhile). `--asr
  * whisper-base,whisper-base-q8` also runs each voice with the Whisper's
- * MatMuls in int8, as the catalog's `-q8` entry.
+ * MatMuls in int8, as the catalog's `-q8` entry; `--asr default` installs both as the catalog's
+ * `whisper-base` and `whisper-base-q8` and names none (the server's choice for a realtime session).
  *
  * `--polling auto,off` alternates LSERVE_LLAMA_POLLING turn by turn (`--turns`
  * of each): whether the chat's threadpool spins between decodes while the
@@ -51,7 +52,7 @@ import { Engine } from '../src/compose.js';
 import type { EngineEvent } from '../src/core/events.js';
 import { chat } from '../src/core/tasks/chat.js';
 import { prepareSpeech } from '../src/core/tasks/speak.js';
-import { transcribeSamples } from '../src/core/tasks/transcribe.js';
+import { defaultRealtimeAsrModel, transcribeSamples } from '../src/core/tasks/transcribe.js';
 import { startServer } from '../src/http/server.js';
 import type { ClientOptions, TurnTiming } from './realtime/client.js';
 import { CHAT, RECOGNIZERS, registerModels, VOICE, VOICES, WHISPER, type RecognizerName, type VoiceName } from './realtime/models.js';
@@ -167,12 +168,13 @@ async function runVoice(voice: VoiceName, recognizer: RecognizerName): Promise<V
       maxOutputTokens: Number(args['max-tokens']),
       silenceMs: Number(args['silence-ms']),
       instructions: INSTRUCTIONS,
-      transcriptionModel: WHISPER,
+      // `--asr default`: the session names none, and the server chooses among the two installed.
+      transcriptionModel: recognizer === 'default' ? undefined : WHISPER,
       polling: pollingModes,
     });
     listening = false;
     const turns = timings.map((t, i) => ({ ...t, serverLatencyMs: latencies[warmup + i] ?? NaN, decodeRate: rates[warmup + i] ?? NaN }));
-    return { voice, recognizer, turns, alone: skip.has('alone') ? undefined : await aloneSection(engine, turns) };
+    return { voice, recognizer, turns, alone: skip.has('alone') ? undefined : await aloneSection(engine, turns, recognizer) };
   } finally {
     off();
     await server.close();
@@ -186,7 +188,7 @@ async function runVoice(voice: VoiceName, recognizer: RecognizerName): Promise<V
  * its 300 ms of padding before the speech), a chat answer to the first of
  * them, and the first pieces the turns spoke, synthesised to their first audio.
  */
-async function aloneSection(engine: Engine, timings: Turn[]): Promise<Alone> {
+async function aloneSection(engine: Engine, timings: Turn[], recognizer: RecognizerName): Promise<Alone> {
   const signal = new AbortController().signal;
   const audio = await decodeAudio(readFileSync(new URL('../test/fixtures/audio/speech.wav', import.meta.url)), { sampleRate: 16_000 });
   const segments = (JSON.parse(readFileSync(new URL('../test/fixtures/audio/speech.json', import.meta.url), 'utf8')) as { segments: Array<{ start: number; end: number }> }).segments;
@@ -197,7 +199,9 @@ async function aloneSection(engine: Engine, timings: Turn[]): Promise<Alone> {
     return performance.now() - started;
   };
   const transcription: number[] = [];
-  for (const [i] of timings.entries()) transcription.push(await timed(() => transcribeSamples(engine, { model: WHISPER, samples: clips[i % clips.length]!, language: 'en' }, signal)));
+  const model = recognizer === 'default' ? await defaultRealtimeAsrModel(engine) : WHISPER;
+  console.log(`  transcription model: ${model}`);
+  for (const [i] of timings.entries()) transcription.push(await timed(() => transcribeSamples(engine, { model, samples: clips[i % clips.length]!, language: 'en' }, signal)));
   const chatFirst: number[] = [];
   const chatEnd: number[] = [];
   for (const [i, t] of timings.entries()) {

@@ -25,7 +25,8 @@ export interface ClientOptions {
   maxOutputTokens: number;
   silenceMs: number;
   instructions: string;
-  transcriptionModel: string;
+  /** Unset: the session names none (the server's choice). */
+  transcriptionModel?: string;
   /** LSERVE_LLAMA_POLLING values, alternated turn by turn: the client asks its parent to set each before the turn. */
   polling: string[];
 }
@@ -185,7 +186,7 @@ export async function runTurns(options: ClientOptions): Promise<TurnTiming[]> {
         instructions: options.instructions,
         max_output_tokens: options.maxOutputTokens,
         audio: {
-          input: { transcription: { model: options.transcriptionModel, language: 'en' }, turn_detection: { type: 'server_vad', silence_duration_ms: options.silenceMs } },
+          input: { transcription: { ...(options.transcriptionModel ? { model: options.transcriptionModel } : {}), language: 'en' }, turn_detection: { type: 'server_vad', silence_duration_ms: options.silenceMs } },
           output: { voice: 'marin' },
         },
       },

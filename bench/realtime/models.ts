@@ -26,14 +26,24 @@ export const VOICE = 'voice';
 export const VOICES = ['piper', 'qwen3-tts'] as const;
 export type VoiceName = (typeof VOICES)[number];
 
-/** The Whisper: fp32 as the catalog's `whisper-base`, or with the encoder's and decoder's MatMuls in int8 as `whisper-base-q8`. */
-export const RECOGNIZERS = ['whisper-base', 'whisper-base-q8'] as const;
+/**
+ * The Whisper: fp32 as the catalog's `whisper-base`, or with the encoder's and decoder's MatMuls in int8 as
+ * `whisper-base-q8`, named by the session (as `WHISPER`); or `default`: both installed as those catalog
+ * entries (a user who pulled both) and the session naming none, so that the server chooses as it does for
+ * a voice app that leaves the choice to it.
+ */
+export const RECOGNIZERS = ['whisper-base', 'whisper-base-q8', 'default'] as const;
 export type RecognizerName = (typeof RECOGNIZERS)[number];
 
 export async function registerModels(engine: Engine, voice: VoiceName, recognizer: RecognizerName = 'whisper-base'): Promise<void> {
   await engine.store.registerLocal(benchChatModel(), { kind: 'chat', id: CHAT });
-  const whisper = recognizer === 'whisper-base-q8' ? await benchWhisperOnnxQ8() : await benchWhisperOnnx();
-  await engine.store.registerDirectory(await benchWhisperSaysHelloWorld(whisper), { kind: 'asr', id: WHISPER });
+  if (recognizer === 'default') {
+    await installAsCatalogModel(engine, 'whisper-base', await benchWhisperSaysHelloWorld(await benchWhisperOnnx()));
+    await installAsCatalogModel(engine, 'whisper-base-q8', await benchWhisperSaysHelloWorld(await benchWhisperOnnxQ8()));
+  } else {
+    const whisper = recognizer === 'whisper-base-q8' ? await benchWhisperOnnxQ8() : await benchWhisperOnnx();
+    await engine.store.registerDirectory(await benchWhisperSaysHelloWorld(whisper), { kind: 'asr', id: WHISPER });
+  }
   if (voice === 'piper') {
     await engine.store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: VOICE });
     return;
@@ -54,4 +64,13 @@ async function recordPreparedGraphs(engine: Engine, id: string, graphs: Record<s
   const manifest = JSON.parse(await readFile(file, 'utf8')) as Manifest;
   for (const [role, graph] of Object.entries(graphs)) manifest.files[role] = { name: path.basename(graph), size: (await stat(graph)).size, path: graph };
   await engine.store.writeManifest(id, manifest);
+}
+
+/** The model folder `dir` installed as the catalog's entry `id`, as `lserve pull id` leaves it (its manifest naming the files in place). */
+async function installAsCatalogModel(engine: Engine, id: string, dir: string): Promise<void> {
+  const staged = `${id}-files`;
+  const { model } = await engine.store.registerDirectory(dir, { kind: 'asr', id: staged });
+  const { files } = JSON.parse(await readFile(path.join(engine.store.modelDir(model.id), MANIFEST), 'utf8')) as Manifest;
+  await engine.store.writeManifest(id, { id, source: 'catalog', installedAt: new Date().toISOString(), files });
+  await engine.store.remove(staged);
 }

@@ -7,7 +7,7 @@ import { ModelManager, type Lease } from './manager.js';
 import { ModelStore, defaultHome, type InstalledModel } from './store.js';
 import { loaderKey, type ContextSizes, type KvCacheType, type LoadedModel, type LoaderTable, type PreparerTable } from './loader.js';
 import type { VoiceActivityDetector } from './voice-activity.js';
-import { aliasTable, isLatentDecoderModel, KIND_NAMES, NO_CHOICES, noModelOfKind, pickDefault, vendorName, type DefaultPick, type ModelChoices } from './model-choice.js';
+import { aliasTable, isLatentDecoderModel, KIND_NAMES, NO_CHOICES, noModelOfKind, pickDefault, preferInt8, vendorName, type DefaultPick, type ModelChoices } from './model-choice.js';
 
 /**
  * The one engine instance that `serve` and every CLI command create and pass
@@ -195,11 +195,15 @@ export class Engine {
   /**
    * The model a request of `kind` that names none goes to; a 404 that says
    * what to pull when none is installed. `name`: the name the request used,
-   * when it stands for the default (`whisper-1`).
+   * when it stands for the default (`whisper-1`). `int8`: its int8 twin
+   * where that is installed and the operator chose no default
+   * (model-choice.ts preferInt8), for work a person waits on.
    */
-  async defaultModel(kind: ModelKind, name?: string): Promise<string> {
+  async defaultModel(kind: ModelKind, name?: string, options: { int8?: boolean } = {}): Promise<string> {
     const chosen = this.options.models.defaults[kind];
-    const pick = pickDefault(await this.store.list(), kind, this.catalog, this.options.models, this.options.maxMemoryBytes);
+    const installed = await this.store.list();
+    const found = pickDefault(installed, kind, this.catalog, this.options.models, this.options.maxMemoryBytes);
+    const pick = found && options.int8 ? preferInt8(found, installed, this.catalog) : found;
     if (chosen !== undefined && pick?.how !== 'chosen') {
       throw new ModelNotFoundError(`The default ${KIND_NAMES[kind].what} model is '${chosen}' (--default-model ${kind}=${chosen}), which is not installed as one. Run \`lserve pull ${chosen}\`, or choose another.`);
     }

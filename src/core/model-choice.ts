@@ -91,6 +91,21 @@ export function pickDefault(installed: readonly InstalledModel[], kind: ModelKin
   return pick(latest, 'latest');
 }
 
+/**
+ * For work a person waits on word by word (a Realtime session's turns, whose
+ * answer waits for the transcript): the default itself when the operator
+ * chose it, else its int8 twin when that is installed: the catalog's entry
+ * `<id>-q8` of the same kind (the same model, its weights in 8 bits:
+ * `whisper-base-q8` for `whisper-base`), which does the same work in about
+ * 60 % of the time on a CPU.
+ */
+export function preferInt8(pick: DefaultPick, installed: readonly InstalledModel[], catalog: Catalog): DefaultPick {
+  if (pick.how === 'chosen') return pick;
+  const twin = catalog.get(`${pick.id}-q8`);
+  if (!twin || twin.kind !== pick.kind || !installed.some((m) => m.id === twin.id && m.entry.kind === pick.kind)) return pick;
+  return { ...pick, id: twin.id };
+}
+
 /** The 404 for a kind with no model installed: what to pull. */
 export function noModelOfKind(kind: ModelKind, name?: string): ModelNotFoundError {
   const { what, pull } = KIND_NAMES[kind];

@@ -10,6 +10,8 @@ export interface VoiceActivityStream {
   readonly sampleRate: number;
   /** Samples per probability. */
   readonly windowSamples: number;
+  /** Samples pushed that no window has taken yet: the next probability's window starts this far back. */
+  readonly buffered: number;
   /** Adds samples; resolves with the probabilities of the windows they complete. Pushes are served in call order. */
   push(samples: Float32Array, signal?: AbortSignal): Promise<Float32Array>;
   close(): void;

@@ -91,8 +91,9 @@ export class InputAudio {
           pauses: this.on.speechPaused !== undefined,
         })
       : undefined;
-    // The detector's clock starts at the next window: align it with the session's timeline.
-    this.detectorOrigin = this.offset + this.length;
+    // The detector's clock starts at the stream's next window, which begins with the samples it holds toward it (pushed before now):
+    // aligned with the session's timeline, the speech's start and end land where the windows place them, not up to a window late.
+    this.detectorOrigin = this.offset + this.length - (this.detector ? (this.vad?.buffered ?? 0) : 0);
   }
 
   /** Audio that arrived at `arrivedAt` (performance.now(); when the client's event reached the server). */

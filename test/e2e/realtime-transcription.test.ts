@@ -1,5 +1,8 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MANIFEST, type Manifest } from '../../src/core/store.js';
 import { CHAT_MODEL_ID, tinyQwen3File } from '../helpers/chat-model.js';
 import { busyModels, connectRaw, connectSdk, pcm24k, silence, SPEECH_WAV, streamAudio, streamAudioLive, type WireEvent } from '../helpers/realtime.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -99,6 +102,34 @@ describe('Realtime transcription sessions', () => {
     await log.next('conversation.item.input_audio_transcription.completed');
     expectTranscribedTurns(log.events, 1);
     socket.close();
+  });
+
+  it("a session that names no model transcribes with the default's int8 twin where it is installed; the kind's default stays", async () => {
+    // Installed as the catalog's whisper-tiny and whisper-tiny-q8 (pulled, as a user who pulled both; the first ranks first), the files the tiny model's.
+    const { store } = server.engine;
+    const { model } = await store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'tiny-whisper-files' });
+    const { files } = JSON.parse(await readFile(path.join(store.modelDir(model.id), MANIFEST), 'utf8')) as Manifest;
+    for (const id of ['whisper-tiny', 'whisper-tiny-q8']) await store.writeManifest(id, { id, source: 'catalog', installedAt: new Date().toISOString(), files });
+    const used: string[] = [];
+    const off = server.engine.events.on((event) => {
+      if (event.type === 'transcription') used.push(event.model);
+    });
+    try {
+      expect(await server.engine.defaultModel('asr')).toBe('whisper-tiny');
+      const { socket, log, send } = await connectRaw(server.url, '?intent=transcription');
+      streamAudio({ send }, Buffer.concat([silence(0.5), speech.subarray(0, 2.2 * 24_000 * 2), silence(1)]));
+      await log.next('conversation.item.input_audio_transcription.completed');
+      expectTranscribedTurns(log.events, 1);
+      socket.close();
+      expect(used).toEqual(['whisper-tiny-q8']);
+      // A transcription request that names none: the default itself.
+      const wav = new File([await readFile(SPEECH_WAV)], 'speech.wav', { type: 'audio/wav' });
+      expect((await client.audio.transcriptions.create({ file: wav, model: 'whisper-1' })).text).toEqual(expect.any(String));
+      expect(used).toEqual(['whisper-tiny-q8', 'whisper-tiny']);
+    } finally {
+      off();
+      for (const id of ['whisper-tiny', 'whisper-tiny-q8', 'tiny-whisper-files']) await store.remove(id);
+    }
   });
 
   it('a streaming recogniser sends the transcript while the user speaks, and releases its model after', async () => {

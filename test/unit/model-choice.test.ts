@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Catalog, type CatalogEntry, type ModelKind } from '../../src/core/catalog.js';
-import { aliasTable, NO_CHOICES, pickDefault, vendorName, type ModelChoices } from '../../src/core/model-choice.js';
+import { aliasTable, NO_CHOICES, pickDefault, preferInt8, vendorName, type ModelChoices } from '../../src/core/model-choice.js';
 import type { InstalledModel } from '../../src/core/store.js';
 import { modelChoices } from '../../src/cli/model-choice-flags.js';
 
@@ -53,6 +53,28 @@ describe('the default of a kind', () => {
 
   it('a chosen model that is not installed is no pick', () => {
     expect(pickDefault(models, 'asr', catalog, choices({ defaults: { asr: 'not-here' } }), 1e9)?.how).not.toBe('chosen');
+  });
+});
+
+describe('the int8 twin, for work a person waits on (a Realtime session\'s turns)', () => {
+  const twins = new Catalog([entry('base', 'asr'), entry('base-q8', 'asr'), entry('small', 'asr'), entry('tts-q8', 'asr')], { asr: ['small', 'base', 'base-q8'] });
+  const pick = (models: InstalledModel[], patch: Partial<ModelChoices> = {}) => {
+    const found = pickDefault(models, 'asr', twins, choices(patch), 1e9)!;
+    return preferInt8(found, models, twins).id;
+  };
+
+  it('replaces the default by its `-q8` entry where that is installed', () => {
+    expect(pick([installed('base', 'asr'), installed('base-q8', 'asr')])).toBe('base-q8');
+    // The catalog ranks the fp32 one first: it stays the default of the kind.
+    expect(pickDefault([installed('base', 'asr'), installed('base-q8', 'asr')], 'asr', twins, NO_CHOICES, 1e9)?.id).toBe('base');
+  });
+
+  it('keeps the default when its twin is not installed, or the operator chose it', () => {
+    expect(pick([installed('base', 'asr'), installed('small', 'asr')])).toBe('small');
+    expect(pick([installed('small', 'asr'), installed('base-q8', 'asr')])).toBe('small');
+    expect(pick([installed('base', 'asr'), installed('base-q8', 'asr')], { defaults: { asr: 'base' } })).toBe('base');
+    // A twin of another kind is no twin.
+    expect(preferInt8({ id: 'tts', kind: 'tts', how: 'only', installed: 1 }, [installed('tts', 'tts'), installed('tts-q8', 'asr')], twins).id).toBe('tts');
   });
 });
 

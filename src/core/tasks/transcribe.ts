@@ -35,6 +35,16 @@ export function defaultAsrModel(engine: Engine): Promise<string> {
   return engine.defaultModel('asr');
 }
 
+/**
+ * The speech recognition model a Realtime session's turns go to when the
+ * session names none: the default, or its int8 twin where that is installed
+ * (`whisper-base-q8` beside `whisper-base`) unless the operator chose the
+ * default: the answer waits for each turn's transcript.
+ */
+export function defaultRealtimeAsrModel(engine: Engine): Promise<string> {
+  return engine.defaultModel('asr', undefined, { int8: true });
+}
+
 /** The streaming recognition model a connection that names none goes to. */
 export function defaultStreamingModel(engine: Engine): Promise<string> {
   return engine.defaultModel('asr-stream');

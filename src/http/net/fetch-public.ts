@@ -1,7 +1,8 @@
 import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import https from 'node:https';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { BlockList, isIP } from 'node:net';
+import { pinnedLookup } from './pinned-fetch.js';
 import { InvalidRequestError, PayloadTooLargeError, PermissionError } from '../../core/errors.js';
 import { isNonPublicAddress } from './ip-ranges.js';
 
@@ -74,7 +75,7 @@ function privateAllowed(policy: UrlPolicy, hostname: string, address: string): b
 }
 
 /** Resolves the URL's host once and returns the first address the policy lets it reach. */
-async function checkedAddress(url: URL, policy: UrlPolicy, param: string): Promise<{ address: string; family: number }> {
+export async function checkedAddress(url: URL, policy: UrlPolicy, param: string): Promise<{ address: string; family: number }> {
   const hostname = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
   let candidates: Array<{ address: string; family: number }>;
   if (isIP(hostname)) candidates = [{ address: hostname, family: isIP(hostname) }];
@@ -95,18 +96,10 @@ async function checkedAddress(url: URL, policy: UrlPolicy, param: string): Promi
   return usable;
 }
 
-/** A DNS lookup that always answers the address already checked. */
-function pinnedLookup(address: string, family: number): LookupFunction {
-  return (_hostname, options, callback) => {
-    if (options.all) (callback as (e: null, a: Array<{ address: string; family: number }>) => void)(null, [{ address, family }]);
-    else callback(null, address, family);
-  };
-}
-
 function get(url: URL, target: { address: string; family: number }, signal: AbortSignal): Promise<http.IncomingMessage> {
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const request = client.get(url, { lookup: pinnedLookup(target.address, target.family), signal, agent: false, headers: { 'user-agent': 'lserve', accept: '*/*' } }, resolve);
+    const request = client.get(url, { lookup: pinnedLookup(target), signal, agent: false, headers: { 'user-agent': 'lserve', accept: '*/*' } }, resolve);
     request.setTimeout(URL_LIMITS.idleMs, () => request.destroy(new Error(`no answer for ${URL_LIMITS.idleMs / 1000} s`)));
     request.on('error', reject);
   });

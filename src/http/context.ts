@@ -8,6 +8,8 @@ import type { ResponseStoreOptions, StateStore } from '../core/state/store.js';
 import type { Drain } from './drain.js';
 import type { FilesLocation, FileStores } from '../core/files/store.js';
 import type { Sealer } from '../core/sealed.js';
+import type { RemoteMcpServers } from '../mcp/remote/servers.js';
+import type { McpServersConfig } from '../mcp/remote/config.js';
 
 /** Something GET /ready asks (readiness.ts): whether a dependency of the server can serve now. */
 export interface ReadinessCheck {
@@ -37,6 +39,8 @@ export interface ServerContext {
   files: FileStores;
   /** Seals what clients hand back unchanged (a model's reasoning: thinking signatures, encrypted_content). */
   sealer: Sealer;
+  /** The remote MCP servers /v1/responses may call tools of (--mcp-config, --mcp-allow-host); their stdio processes end with the server. */
+  mcpServers: RemoteMcpServers;
   /** Ids of the models this server is pulling now (POST /v1/models/pull, POST /api/pull): deleting one meanwhile is a 409. */
   pulls: Set<string>;
 }
@@ -73,6 +77,10 @@ export interface ServerOptions {
   metrics?: boolean;
   /** Serve the Model Context Protocol (Streamable HTTP) at /mcp (`lserve serve --mcp`); off by default (404). */
   mcp?: boolean;
+  /** MCP servers a /v1/responses `mcp` tool may name by server_label (`lserve serve --mcp-config FILE`); none by default. */
+  mcpServers?: McpServersConfig;
+  /** Hosts a request's MCP server_url may name (`--mcp-allow-host`, repeatable); none by default. Private addresses also need allowPrivateUrls. */
+  mcpAllowHosts?: readonly string[];
   /** Hugging Face token for POST /v1/models/pull (`lserve serve --hf-token-file`); default HF_TOKEN. */
   hfToken?: HubToken;
   /** Where generated files live: a directory several replicas may share (default `<home>/cache`), or S3-compatible storage (`--files-dir`, `--files`). */

@@ -19,6 +19,7 @@ import { modelStoreCheck } from './readiness.js';
 import { openStateStore, RESPONSE_STORE_DEFAULTS } from '../core/state/open.js';
 import { MAX_PENDING_SPEECH_JOBS } from './speech-jobs.js';
 import { Sealer } from '../core/sealed.js';
+import { RemoteMcpServers } from '../mcp/remote/servers.js';
 
 export interface RunningServer {
   readonly url: string;
@@ -64,7 +65,8 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
   });
   const readiness = [modelStoreCheck(engine.store.modelsDir), { name: 'database', check: () => state.ping() }, ...(options.readiness ?? [])];
   const sealer = Sealer.forServer(engine.options.home);
-  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files, drain, readiness, sealer, pulls: new Set() };
+  const mcpServers = new RemoteMcpServers({ declared: options.mcpServers ?? {}, allowHosts: options.mcpAllowHosts ?? [], allowPrivate: options.allowPrivateUrls ?? false, log: options.log });
+  const ctx: ServerContext = { engine, options, shutdown: shutdown.signal, inputs, metrics, state, files, drain, readiness, sealer, mcpServers, pulls: new Set() };
   const policy = hostOriginPolicy(options);
   const app = createApp(ctx, policy);
   const server = http.createServer();
@@ -162,6 +164,7 @@ export async function startServer(engine: Engine, options: ServerOptions): Promi
         const grace = setTimeout(() => server.closeAllConnections(), 5_000);
         await stopped;
         clearTimeout(grace);
+        await mcpServers.close();
         metrics?.close();
         await state.close().catch((error: unknown) => options.log(`closing the state store: ${(error as Error).message}`));
         await files.close();

@@ -45,10 +45,6 @@ export const HOSTED_ITEMS = [
   'shell_call_output',
   'apply_patch_call',
   'apply_patch_call_output',
-  'mcp_list_tools',
-  'mcp_approval_request',
-  'mcp_approval_response',
-  'mcp_call',
   'compaction',
   'program',
   'program_output',
@@ -73,6 +69,26 @@ export const responseItem = z.discriminatedUnion('type', [
   z.object({ type: z.literal('tool_search_call'), arguments: z.unknown(), call_id: z.string().nullish(), execution: loose, ...echoed }),
   z.object({ type: z.literal('tool_search_output'), tools: z.array(declaredTool).max(MAX_TOOLS), call_id: z.string().nullish(), execution: loose, ...echoed }),
   z.object({ type: z.literal('additional_tools'), role: z.literal('developer'), tools: z.array(declaredTool).max(MAX_TOOLS), ...echoed }),
+  // Remote MCP (tools.ts `mcp`): the listing, the calls the server ran, and the approvals a call waits for.
+  z.object({
+    type: z.literal('mcp_list_tools'),
+    server_label: z.string(),
+    tools: z.array(z.object({ name: z.string(), input_schema: z.unknown(), description: z.string().nullish(), annotations: z.unknown().optional() })).max(1024),
+    error: z.string().nullish(),
+    ...echoed,
+  }),
+  z.object({
+    type: z.literal('mcp_call'),
+    server_label: z.string(),
+    name: z.string(),
+    arguments: z.string(),
+    output: z.string().nullish(),
+    error: z.string().nullish(),
+    approval_request_id: z.string().nullish(),
+    ...echoed,
+  }),
+  z.object({ type: z.literal('mcp_approval_request'), id: z.string().min(1), server_label: z.string(), name: z.string(), arguments: z.string(), status: loose, caller: loose }),
+  z.object({ type: z.literal('mcp_approval_response'), approval_request_id: z.string().min(1), approve: z.boolean(), reason: z.string().nullish(), id: z.string().nullish(), status: loose, caller: loose }),
   z.looseObject({ type: z.enum(HOSTED_ITEMS) }),
   refusedItem('item_reference', 'item references are not resolved here: send the item itself'),
   refusedItem('compaction_trigger', 'compaction (summarizing the conversation) is not done here'),
@@ -172,6 +188,13 @@ export function itemsToMessages(items: readonly ResponseItem[], context: ItemCon
         if (found.length) messages.push({ role: 'system', content: toolDefinitionsText(found) });
         break;
       }
+      case 'mcp_call': {
+        // A call the server ran: the model sees it as its own tool call and the tool's answer.
+        const callId = item.id ?? itemId('mcp');
+        (assistantTurn().toolCalls ??= []).push({ id: callId, name: visibleName(item.name, item.server_label), arguments: item.arguments });
+        messages.push({ role: 'tool', toolCallId: callId, content: item.error != null ? `Error: ${item.error}` : (item.output ?? '') });
+        break;
+      }
       case 'reasoning': {
         const sealed = item.encrypted_content ? context.openReasoning(item.encrypted_content) : undefined;
         reasoning = sealed ?? ((item.content ?? []).map((c) => c.text).join('') || undefined);
@@ -195,6 +218,10 @@ const ID_PREFIX: Partial<Record<ResponseItem['type'], string>> = {
   tool_search_call: 'tsc',
   tool_search_output: 'tso',
   additional_tools: 'at',
+  mcp_list_tools: 'mcpl',
+  mcp_call: 'mcp',
+  mcp_approval_request: 'mcpr',
+  mcp_approval_response: 'mcpa',
 };
 
 /** A new item id of OpenAI's form: `<prefix>_<hex>`. */

@@ -2,7 +2,7 @@ import type { ChatDelta, ChatResult, ChatToolCall, ChatUsage, FinishReason } fro
 import { chatLogprobs, type ChatLogprobs } from '../chat.js';
 import type { ResponseCreateBody } from './request.js';
 import { itemId } from './items.js';
-import type { ToolIdentity } from './tools.js';
+import type { McpListedTool, ToolIdentity } from './tools.js';
 
 /**
  * The Responses API's output side: the response object as OpenAI documents
@@ -22,7 +22,12 @@ export type OutputItem =
   | { id: string; type: 'reasoning'; summary: []; content: Array<{ type: 'reasoning_text'; text: string }>; encrypted_content?: string; status: ItemStatus }
   | { id: string; type: 'function_call'; call_id: string; name: string; namespace?: string; arguments: string; status: ItemStatus }
   | { id: string; type: 'custom_tool_call'; call_id: string; name: string; namespace?: string; input: string; status: ItemStatus }
-  | { id: string; type: 'tool_search_call'; call_id: string; arguments: unknown; execution: 'client'; status: ItemStatus };
+  | { id: string; type: 'tool_search_call'; call_id: string; arguments: unknown; execution: 'client'; status: ItemStatus }
+  | { id: string; type: 'mcp_list_tools'; server_label: string; tools: McpListedTool[]; error: string | null }
+  | { id: string; type: 'mcp_call'; server_label: string; name: string; arguments: string; output: string | null; error: string | null; approval_request_id: string | null; status: McpCallStatus }
+  | { id: string; type: 'mcp_approval_request'; server_label: string; name: string; arguments: string };
+
+export type McpCallStatus = 'in_progress' | 'calling' | 'completed' | 'failed';
 
 export interface ResponseUsage {
   input_tokens: number;
@@ -97,7 +102,10 @@ export function responseObject(
         ? { ...t, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? true }
         : t.type === 'custom'
           ? { ...t, description: t.description ?? null, format: t.format ?? { type: 'text' } }
-          : t,
+          : t.type === 'mcp'
+            ? // What an MCP tool carries for its server (headers, authorization) is never echoed or stored.
+              { ...t, headers: null, authorization: undefined }
+            : t,
     ),
     top_logprobs: body.top_logprobs ?? 0,
     top_p: body.top_p ?? null,
@@ -120,6 +128,8 @@ export interface AssemblerOptions {
   sealReasoning?: (text: string) => string;
   /** Receives each stream event, when the answer is streamed. */
   emit?: (event: ResponseEvent) => void;
+  /** Keep the events until startStream (work done before the stream opens: MCP tool listings, approved calls). */
+  hold?: boolean;
 }
 
 export class ResponseAssembler {
@@ -129,11 +139,26 @@ export class ResponseAssembler {
   /** The answer's tokens scored, given to the message's text when it closes. */
   private logprobs: OutputLogprob[] = [];
 
-  constructor(private readonly options: AssemblerOptions) {}
+  private held: Array<[string, Record<string, unknown>]> | null;
+  private emit: ((event: ResponseEvent) => void) | undefined;
 
-  /** Sends one event, numbered in order from 0. */
+  constructor(private readonly options: AssemblerOptions) {
+    this.held = options.hold ? [] : null;
+    this.emit = options.emit;
+  }
+
+  /** Sends one event, numbered in order from 0 (or keeps it, while held). */
   event(type: string, fields: Record<string, unknown>): void {
-    this.options.emit?.({ type, ...fields, sequence_number: this.sequence++ });
+    if (this.held) this.held.push([type, fields]);
+    else this.emit?.({ type, ...fields, sequence_number: this.sequence++ });
+  }
+
+  /** Opens the stream: `first` (response.created, …), then the events held until now, then the rest as they come. */
+  startStream(emit: (event: ResponseEvent) => void, first: Array<[string, Record<string, unknown>]>): void {
+    const held = this.held ?? [];
+    this.held = null;
+    this.emit = emit;
+    for (const [type, fields] of [...first, ...held]) this.event(type, fields);
   }
 
   push(delta: ChatDelta): void {
@@ -152,20 +177,74 @@ export class ResponseAssembler {
     }
   }
 
+  /** MCP calls the model made that the server is to run now (require_approval: never), by output index; taken once. */
+  private mcpCalls: number[] = [];
+
+  /** Closes the open text between two generations of one response (the MCP tool loop). */
+  endGeneration(): void {
+    this.closeText('completed');
+  }
+
+  /** A server's tool listing (or its failure), as one item with its events. */
+  mcpListTools(serverLabel: string, outcome: { tools: McpListedTool[] } | { error: string }): void {
+    const index = this.output.length;
+    const id = itemId('mcpl');
+    const item: OutputItem = { id, type: 'mcp_list_tools', server_label: serverLabel, tools: 'tools' in outcome ? outcome.tools : [], error: 'error' in outcome ? outcome.error : null };
+    this.output.push(item);
+    this.event('response.output_item.added', { output_index: index, item: { ...item, tools: [], error: null } });
+    this.event('response.mcp_list_tools.in_progress', { item_id: id, output_index: index });
+    this.event('error' in outcome ? 'response.mcp_list_tools.failed' : 'response.mcp_list_tools.completed', { item_id: id, output_index: index });
+    this.event('response.output_item.done', { output_index: index, item: structuredClone(item) });
+  }
+
+  /** An MCP call the server runs now: its item in progress; mcpCallDone ends it. Returns its output index. */
+  mcpCall(serverLabel: string, name: string, args: string, approvalRequestId: string | null = null): number {
+    const index = this.output.length;
+    const id = itemId('mcp');
+    const item: OutputItem = { id, type: 'mcp_call', server_label: serverLabel, name, arguments: args, output: null, error: null, approval_request_id: approvalRequestId, status: 'in_progress' };
+    this.output.push(item);
+    this.event('response.output_item.added', { output_index: index, item: { ...item, arguments: '' } });
+    this.event('response.mcp_call_arguments.delta', { item_id: id, output_index: index, delta: args });
+    this.event('response.mcp_call_arguments.done', { item_id: id, output_index: index, arguments: args });
+    this.event('response.mcp_call.in_progress', { item_id: id, output_index: index });
+    return index;
+  }
+
+  /** The end of the MCP call at `index`: its output, or the error the model is shown. */
+  mcpCallDone(index: number, outcome: { output: string; error?: undefined } | { error: string; output?: undefined }): void {
+    const item = this.output[index];
+    if (item?.type !== 'mcp_call') throw new Error(`output ${index} is not an mcp_call`);
+    if (outcome.error !== undefined) {
+      item.error = outcome.error;
+      item.status = 'failed';
+    } else {
+      item.output = outcome.output;
+      item.status = 'completed';
+    }
+    this.event(outcome.error !== undefined ? 'response.mcp_call.failed' : 'response.mcp_call.completed', { item_id: item.id, output_index: index });
+    this.event('response.output_item.done', { output_index: index, item: structuredClone(item) });
+  }
+
+  /** The MCP calls of the last generation that the server is to run (taken once). */
+  takeMcpCalls(): Array<{ index: number; item: Extract<OutputItem, { type: 'mcp_call' }> }> {
+    const taken = this.mcpCalls.map((index) => ({ index, item: this.output[index] as Extract<OutputItem, { type: 'mcp_call' }> }));
+    this.mcpCalls = [];
+    return taken;
+  }
+
   /** Closes the open item at the end of the generation and returns the output (an empty message when nothing was said). */
   finish(reason: FinishReason): OutputItem[] {
     if (this.output.length === 0) this.openText('message');
-    this.closeText(reason === 'length' && !this.output.some((item) => item.type !== 'message' && item.type !== 'reasoning') ? 'incomplete' : 'completed');
+    this.closeText(reason === 'length' && !this.output.some((item) => item.type !== 'message' && item.type !== 'reasoning' && item.type !== 'mcp_list_tools') ? 'incomplete' : 'completed');
     return this.output;
   }
 
-  /** A collected (non-streamed) result, in the order the deltas come. */
-  replay(result: ChatResult): OutputItem[] {
+  /** A collected (non-streamed) result, in the order the deltas come (`finish` ends the output). */
+  replay(result: ChatResult): void {
     if (result.reasoning) this.push({ type: 'reasoning', text: result.reasoning });
     if (result.content) this.push({ type: 'content', text: result.content });
     if (result.logprobs) this.push({ type: 'logprobs', part: 'answer', tokens: result.logprobs });
     result.toolCalls.forEach((call, index) => this.push({ type: 'tool_call', index, call }));
-    return this.finish(result.finishReason);
   }
 
   private openText(kind: OpenText['kind']): OpenText {
@@ -201,8 +280,11 @@ export class ResponseAssembler {
       item.content = [part as { type: 'reasoning_text'; text: string }];
       // Sealed once the reasoning is whole: output_item.done carries it, as the reference tells clients to take it from there.
       if (this.options.sealReasoning) item.encrypted_content = this.options.sealReasoning(open.text);
-    } else if (item.type === 'message') item.content = [part as Extract<OutputItem, { type: 'message' }>['content'][0]];
-    item.status = status;
+      item.status = status;
+    } else if (item.type === 'message') {
+      item.content = [part as Extract<OutputItem, { type: 'message' }>['content'][0]];
+      item.status = status;
+    }
     this.event('response.output_item.done', { output_index: open.index, item: structuredClone(item) });
   }
 
@@ -210,7 +292,16 @@ export class ResponseAssembler {
     const index = this.output.length;
     const identity = this.options.identify(call.name) ?? { kind: 'function' as const, name: call.name };
     const namespace = identity.namespace ? { namespace: identity.namespace } : {};
-    if (identity.kind === 'tool_search') {
+    if (identity.kind === 'mcp') {
+      if (!identity.approval) {
+        this.mcpCalls.push(this.mcpCall(identity.namespace!, identity.name, call.arguments));
+        return;
+      }
+      // Waits for the client: an mcp_approval_request ends the response (its id is what mcp_approval_response answers).
+      const item: OutputItem = { id: itemId('mcpr'), type: 'mcp_approval_request', server_label: identity.namespace!, name: identity.name, arguments: call.arguments };
+      this.output.push(item);
+      this.event('response.output_item.added', { output_index: index, item });
+    } else if (identity.kind === 'tool_search') {
       const id = itemId('tsc');
       this.output.push({ id, type: 'tool_search_call', call_id: call.id, arguments: parseArguments(call.arguments), execution: 'client', status: 'completed' });
       this.event('response.output_item.added', { output_index: index, item: { ...this.output[index]!, status: 'in_progress' } });

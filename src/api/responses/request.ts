@@ -7,7 +7,7 @@ import type { OmittedTool } from '../hosted-tools.js';
 import { assertFieldsListed, parseKnownFields, parseRequest } from '../validate.js';
 import { EXTENSION_FIELDS, RESPONSE_FIELDS } from './fields.js';
 import { inputItem, itemsToMessages, type ResponseItem } from './items.js';
-import { declaredTool, ToolRegistry, visibleName } from './tools.js';
+import { declaredTool, ToolRegistry, visibleName, type McpListedTool, type McpToolDeclaration } from './tools.js';
 
 /**
  * POST /v1/responses (OpenAI's Responses API): request schema, and its
@@ -126,9 +126,23 @@ export interface ResponsesChat {
   omitted: OmittedTool[];
 }
 
+/** An MCP server's tools as listed (now or earlier in the conversation), to offer the model. */
+export interface McpListing {
+  declaration: McpToolDeclaration;
+  tools: readonly McpListedTool[];
+  /** The request's tool that names the server ('tools.2'). */
+  param: string;
+}
+
 /** The chat request for this body, after the conversation's earlier items (`prefix`, from previous_response_id). */
-export function toChatRequest(body: ResponseCreateBody, prefix: ResponseItem[], openReasoning: (sealed: string) => string | undefined = () => undefined): ResponsesChat {
+export function toChatRequest(
+  body: ResponseCreateBody,
+  prefix: ResponseItem[],
+  openReasoning: (sealed: string) => string | undefined = () => undefined,
+  mcp: readonly McpListing[] = [],
+): ResponsesChat {
   const registry = new ToolRegistry(body.tools ?? []);
+  for (const listing of mcp) registry.addMcp(listing.declaration, listing.tools, listing.param);
   const messages = itemsToMessages([...prefix, ...inputItems(body)], { tools: registry, openReasoning }, prefix.length);
   if (body.instructions) messages.unshift({ role: 'system', content: body.instructions });
   const format = body.text?.format;
@@ -177,6 +191,13 @@ function chosenTools(body: ResponseCreateBody, registry: ToolRegistry): Pick<Cha
     const name = visibleName(choice.name as string, choice.namespace as string | null | undefined);
     if (!tools.some((tool) => tool.name === name)) throw new InvalidRequestError(`tool_choice names '${name}', which is not one of the tools the model can call.`, { param: 'tool_choice.name' });
     return { tools, toolChoice: { name } };
+  }
+  if (choice.type === 'mcp' && typeof choice.server_label === 'string') {
+    // One tool of an MCP server, or (no name) any of its tools.
+    const names = typeof choice.name === 'string' ? [visibleName(choice.name, choice.server_label)] : tools.filter((t) => registry.byName.get(t.name)?.identity.namespace === choice.server_label && registry.byName.get(t.name)?.identity.kind === 'mcp').map((t) => t.name);
+    const offered = names.filter((name) => tools.some((tool) => tool.name === name));
+    if (offered.length === 0) throw new InvalidRequestError(`tool_choice names no tool that the MCP server '${choice.server_label}' offers the model.`, { param: 'tool_choice' });
+    return offered.length === 1 ? { tools, toolChoice: { name: offered[0]! } } : { tools: tools.filter((t) => offered.includes(t.name)), toolChoice: 'required' };
   }
   throw new UnsupportedError(`tool_choice '${choice.type}' forces a tool this server does not run.`, { param: 'tool_choice' });
 }

@@ -17,15 +17,18 @@ import type { OmittedTool } from '../hosted-tools.js';
  *   `additional_tools` item) carries come into the conversation there.
  *   While a client tool search is offered, `defer_loading` tools wait for it;
  *   without one they are offered like any other;
+ * - `mcp` servers (remote MCP): their tools, once listed, offered as
+ *   `<server_label>__<name>` and called by the server (http/mcp-tools.ts);
  * - hosted tools (web search, file search, code interpreter, computer use,
- *   image generation, remote MCP, shells, apply_patch, a server-side tool
- *   search): left out, under the hosted-tools rule (hosted-tools.ts).
+ *   image generation, shells, apply_patch, a server-side tool search): left
+ *   out, under the hosted-tools rule (hosted-tools.ts).
  */
 
 /** A function tool's name, as OpenAI allows it. */
 export const toolName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -');
 
 const loose = z.unknown().optional();
+const MCP_FILTER_MAX = 256;
 
 const functionTool = z.object({
   type: z.literal('function'),
@@ -73,6 +76,26 @@ const toolSearchTool = z.object({
   parameters: z.record(z.string(), z.unknown()).nullish(),
 });
 
+const mcpFilter = z.object({ tool_names: z.array(z.string()).max(MCP_FILTER_MAX).optional(), read_only: z.boolean().optional() });
+
+/** A remote MCP server whose tools the server lists and calls (OpenAI's `Tool.Mcp`). */
+export const mcpTool = z.object({
+  type: z.literal('mcp'),
+  server_label: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
+  server_url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).nullish(),
+  server_description: z.string().nullish(),
+  allowed_tools: z.union([z.array(z.string()).max(MCP_FILTER_MAX), mcpFilter]).nullish(),
+  require_approval: z.union([z.enum(['always', 'never']), z.object({ always: mcpFilter.nullish(), never: mcpFilter.nullish() })]).nullish(),
+  headers: z.record(z.string(), z.string()).nullish(),
+  authorization: z.string().nullish(),
+  connector_id: z.unknown().refine((v) => v == null, { message: "OpenAI's connectors are not reachable from here: declare the server with lserve serve --mcp-config", params: { code: 'unsupported_parameter' } }).optional(),
+  // Deferred listing and programmatic callers: every allowed tool is offered as it is listed.
+  defer_loading: loose,
+  allowed_callers: loose,
+  tunnel_id: loose,
+});
+export type McpToolDeclaration = z.output<typeof mcpTool>;
+
 /** Tools OpenAI's servers run (or that need an environment described to the model): left out. */
 const HOSTED = [
   'web_search',
@@ -85,7 +108,6 @@ const HOSTED = [
   'computer_use_preview',
   'code_interpreter',
   'image_generation',
-  'mcp',
   'local_shell',
   'shell',
   'apply_patch',
@@ -93,17 +115,51 @@ const HOSTED = [
 ] as const;
 const hostedTool = z.looseObject({ type: z.enum(HOSTED) });
 
-export const declaredTool = z.discriminatedUnion('type', [functionTool, customTool, namespaceTool, toolSearchTool, hostedTool], {
-  error: `tool type must be 'function', 'custom', 'namespace', 'tool_search' or a hosted tool (${HOSTED.join(', ')})`,
+export const declaredTool = z.discriminatedUnion('type', [functionTool, customTool, namespaceTool, toolSearchTool, mcpTool, hostedTool], {
+  error: `tool type must be 'function', 'custom', 'namespace', 'tool_search', 'mcp' or a hosted tool (${HOSTED.join(', ')})`,
 });
 export type DeclaredTool = z.output<typeof declaredTool>;
 type Member = z.output<typeof functionTool> | z.output<typeof customTool>;
 
 /** What a name the model calls stands for: a tool of the request, in its namespace, or the client's tool search. */
 export interface ToolIdentity {
-  kind: 'function' | 'custom' | 'tool_search';
+  kind: 'function' | 'custom' | 'tool_search' | 'mcp';
   name: string;
+  /** The namespace, or for an MCP tool its server_label. */
   namespace?: string;
+  /** An MCP tool whose calls wait for the client's approval (require_approval). */
+  approval?: boolean;
+}
+
+/** A tool an MCP server listed (the mcp_list_tools item's shape). */
+export interface McpListedTool {
+  name: string;
+  input_schema: unknown;
+  description?: string | null;
+  annotations?: unknown;
+}
+
+const readOnly = (tool: McpListedTool) => (tool.annotations as { readOnlyHint?: unknown } | null | undefined)?.readOnlyHint === true;
+const matches = (filter: z.output<typeof mcpFilter> | null | undefined, tool: McpListedTool) =>
+  !!filter && ((filter.tool_names?.includes(tool.name) ?? false) || (filter.read_only === true && readOnly(tool)));
+
+/** Whether the request lets the model call this listed tool (allowed_tools). */
+export function mcpToolAllowed(declaration: McpToolDeclaration, tool: McpListedTool): boolean {
+  const allowed = declaration.allowed_tools;
+  if (allowed == null) return true;
+  if (Array.isArray(allowed)) return allowed.includes(tool.name);
+  if (allowed.tool_names === undefined && allowed.read_only === undefined) return true;
+  return (allowed.tool_names === undefined || allowed.tool_names.includes(tool.name)) && (allowed.read_only !== true || readOnly(tool));
+}
+
+/** Whether a call of this tool waits for the client's approval: 'always' unless said otherwise, as OpenAI defaults. */
+export function mcpApprovalNeeded(declaration: McpToolDeclaration, tool: McpListedTool): boolean {
+  const rule = declaration.require_approval;
+  if (rule == null || rule === 'always') return true;
+  if (rule === 'never') return false;
+  if (matches(rule.never, tool)) return false;
+  if (matches(rule.always, tool)) return true;
+  return true;
 }
 
 /** The namespace top-level tools are in, as clients may name it. */
@@ -149,6 +205,8 @@ export class ToolRegistry {
           );
       } else if (tool.type === 'function' || tool.type === 'custom') {
         this.addMember(tool, undefined, `tools.${i}`, this.searches && tool.defer_loading === true);
+      } else if (tool.type === 'mcp') {
+        // Offered once its server's tools are listed (addMcp).
       } else if (tool.type === 'namespace') {
         tool.tools.forEach((member, j) => this.addMember(member, tool, `tools.${i}.tools.${j}`, this.searches && member.defer_loading === true));
       } else {
@@ -175,6 +233,17 @@ export class ToolRegistry {
       }
     });
     return brought;
+  }
+
+  /** An MCP server's listed tools, those the request allows, offered as `<server_label>__<name>`. */
+  addMcp(declaration: McpToolDeclaration, tools: readonly McpListedTool[], param: string): void {
+    for (const listed of tools) {
+      if (!mcpToolAllowed(declaration, listed)) continue;
+      const about = [declaration.server_description, listed.description].filter(Boolean).join('\n');
+      const schema = listed.input_schema !== null && typeof listed.input_schema === 'object' ? (listed.input_schema as Record<string, unknown>) : undefined;
+      const tool: ChatTool = { name: visibleName(listed.name, declaration.server_label), ...(about ? { description: about } : {}), parameters: schema };
+      this.add(tool, { kind: 'mcp', name: listed.name, namespace: declaration.server_label, approval: mcpApprovalNeeded(declaration, listed) }, param);
+    }
   }
 
   /** The tools the model may call: every one but the deferred tools not brought in yet (the prompt lists only those not deferred). */

@@ -10,6 +10,7 @@ import { CliError, EXIT_FAILURE, EXIT_USAGE } from '../errors.js';
 import { ALIAS_HELP, ALIAS_VENDOR_CHAT_HELP, ALIASES_HELP, DEFAULT_MODEL_HELP } from '../model-choice-flags.js';
 import { CACHE_RAM_HELP, collect, createEngine, CTX_SIZE_HELP, globalOptions, HF_TOKEN_FILE_HELP, hubTokenOption, KV_CACHE_TYPE_HELP, positiveInt, type EngineFlags } from '../context.js';
 import { KV_CACHE_TYPES } from '../../core/loader.js';
+import { loadMcpConfig, type McpServersConfig } from '../../mcp/remote/config.js';
 
 interface ServeFlags extends EngineFlags {
   host: string;
@@ -26,6 +27,8 @@ interface ServeFlags extends EngineFlags {
   allowRemoteInput?: string;
   metrics?: boolean;
   mcp?: boolean;
+  mcpConfig?: string;
+  mcpAllowHost?: string[];
   ui: boolean;
   hfTokenFile?: string;
   responsesTtl?: string;
@@ -68,6 +71,8 @@ export function serveCommand(): Command {
     .option('--no-ui', 'do not serve the playground (a web page for every task) at /')
     .option('--metrics', 'serve Prometheus metrics at GET /metrics (behind --api-key when one is set); off by default')
     .option('--mcp', 'serve the Model Context Protocol (Streamable HTTP) at /mcp, for agents (behind --api-key when one is set); off by default')
+    .option('--mcp-config <file>', 'MCP servers that /v1/responses `mcp` tools may name by server_label: a JSON file of {"mcpServers": {"label": {"command", "args", "env"} | {"url", "headers"}}}; stdio servers start on first use and end with the server')
+    .option('--mcp-allow-host <host>', 'a host that a /v1/responses `mcp` tool\'s server_url may name (repeatable; .example.com covers subdomains); private addresses also need --allow-private-urls', collect)
     .option('--responses-ttl <duration>', 'how long stored Responses API responses are kept (e.g. 24h); default 30 days')
     .option('--responses-max <n>', 'most stored Responses API responses; the oldest go first (default 10000)')
     .addOption(new Option('--drain-timeout <duration>', 'at SIGTERM, how long work in flight may take to finish before what is left is cut off and the server exits').env('LSERVE_DRAIN_TIMEOUT').default('30s'))
@@ -121,6 +126,14 @@ Examples:
       } catch (error) {
         throw new CliError(`--allow-private-urls: ${(error as Error).message}`, EXIT_USAGE);
       }
+      let mcpServers: McpServersConfig | undefined;
+      if (flags.mcpConfig !== undefined) {
+        try {
+          mcpServers = await loadMcpConfig(flags.mcpConfig);
+        } catch (error) {
+          throw new CliError(`--mcp-config ${flags.mcpConfig}: ${(error as Error).message}`, EXIT_USAGE);
+        }
+      }
       const hfToken = await hubTokenOption(flags.hfTokenFile);
       const log = (message: string) => process.stderr.write(`${message}\n`);
       const engine = createEngine(global, flags, { log: global.verbose ? (m) => log(`[engine] ${m}`) : log });
@@ -140,6 +153,8 @@ Examples:
         strictTools: Boolean(flags.strictTools),
         metrics: Boolean(flags.metrics),
         mcp: Boolean(flags.mcp),
+        mcpServers,
+        mcpAllowHosts: (flags.mcpAllowHost ?? []).flatMap(parseList),
         ui: flags.ui,
         hfToken,
         responses,
@@ -155,6 +170,7 @@ Examples:
       for (const line of await defaultsLog(engine)) log(line);
       if (flags.ui) log(`playground: ${server.url}/`);
       if (flags.mcp) log(`MCP (Streamable HTTP): ${server.url}/mcp`);
+      if (mcpServers) log(`MCP servers for /v1/responses: ${Object.keys(mcpServers).join(', ') || 'none'}`);
       if (databaseUrl) log(`state (stored responses, speech stream jobs): PostgreSQL at ${redactUrl(databaseUrl)}`);
       const { buildLlamaAddonInBackground } = await import('../../compose.js');
       void buildLlamaAddonInBackground(engine, log).catch((error: unknown) => log(`llama.cpp: ${(error as Error).message}`));

@@ -1,12 +1,14 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeAudio } from '../../src/audio/decode.js';
 import { Engine } from '../../src/core/engine.js';
 import { tinyEmbeddingModel } from '../fixtures/gguf/bert.js';
+import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
 import { renderOneLine } from '../fixtures/ocr/corpus.js';
 import { cer } from '../fixtures/ocr/cer.js';
 import { BIN } from '../helpers/cli.js';
@@ -31,7 +33,9 @@ describe('lserve mcp (stdio)', () => {
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'lserve-mcp-'));
     const home = path.join(dir, 'home');
-    await new Engine({ home }).store.registerLocal(tinyEmbeddingModel(), { kind: 'embedding', id: 'bge-test' });
+    const store = new Engine({ home }).store;
+    await store.registerLocal(tinyEmbeddingModel(), { kind: 'embedding', id: 'bge-test' });
+    await store.registerDirectory(await syntheticPiperVoice(), { kind: 'tts', id: 'piper-test' });
     await writeFile(path.join(dir, 'scan.png'), (await renderOneLine('Receipts are read offline.', 26)).png);
     transport = new StdioClientTransport({ command: process.execPath, args: [BIN, '--home', home, 'mcp', '--threads', '1'], stderr: 'pipe', env: { ...process.env, NO_COLOR: '1' } as Record<string, string> });
     transport.stderr?.on('data', (d: Buffer) => (stderr += d));
@@ -73,6 +77,25 @@ describe('lserve mcp (stdio)', () => {
     expect(textOf(result)).toMatch(/No chat model is installed\. Run `lserve pull \S+`/);
     const models = await call(client, 'list_models', {});
     expect((models.structuredContent as { models: Array<{ id: string }> }).models.map((m) => m.id)).toContain('bge-test');
+  });
+
+  it('speak_text writes the audio to a new local file when asked, whole, and never over an existing one', async () => {
+    const file = path.join(dir, 'reply.wav');
+    const result = await call(client, 'speak_text', { text: 'Saved for later.', output_path: file });
+    expect(result.isError, textOf(result)).toBeFalsy();
+    const body = result.structuredContent as { path: string; duration: number; sample_rate: number };
+    expect(body.path).toBe(file);
+    const block = result.content.find((c) => c.type === 'audio') as { data: string };
+    expect((await readFile(file)).equals(Buffer.from(block.data, 'base64'))).toBe(true);
+    expect((await decodeAudio(await readFile(file), { sampleRate: body.sample_rate })).duration).toBeCloseTo(body.duration, 2);
+    const again = await call(client, 'speak_text', { text: 'Something else.', output_path: file });
+    expect(again.isError).toBe(true);
+    expect(textOf(again)).toContain('already there');
+    expect((await readFile(file)).equals(Buffer.from(block.data, 'base64'))).toBe(true);
+    const missing = await call(client, 'speak_text', { text: 'x', output_path: path.join(dir, 'no-such-folder', 'a.wav') });
+    expect(textOf(missing)).toContain('folder does not exist');
+    // No temporary file is left behind.
+    expect((await readdir(dir)).filter((name) => name.endsWith('.tmp'))).toEqual([]);
   });
 
   it('writes nothing but MCP to stdout', () => {

@@ -119,6 +119,19 @@ describe('/v1/responses with remote MCP servers', () => {
     expect(['completed', 'incomplete']).toContain(response.status);
   });
 
+  it('runs no call past max_tool_calls: the call is reported with the limit as its error, and the loop ends', async () => {
+    const before = weather.calls.length;
+    const response = await create({ ...base, input: 'Weather in Oslo?', tools: [weatherTool({ require_approval: 'never' })], tool_choice: forced('get_weather'), max_output_tokens: 80, ...({ max_tool_calls: 0 } as object) });
+    const calls = response.output.filter((item) => item.type === 'mcp_call');
+    // The model may call more than once in its turn: none of them runs.
+    expect(calls.length).toBeGreaterThan(0);
+    for (const call of calls) {
+      expect(call).toMatchObject({ name: 'get_weather', status: 'failed', output: null });
+      expect((call as { error: string }).error).toMatch(/limit of 0 MCP tool calls/);
+    }
+    expect(weather.calls.length).toBe(before);
+  });
+
   it('offers only allowed_tools', async () => {
     const response = await create({ ...base, input: 'Weather?', tools: [weatherTool({ allowed_tools: ['get_weather'], require_approval: 'never' })], tool_choice: 'required', max_output_tokens: 80 });
     const call = response.output.find((item) => item.type === 'mcp_call');

@@ -51,8 +51,8 @@ export const RESPONSE_FIELDS = {
   safety_identifier: 'ignored',
   service_tier: 'ignored',
   user: 'ignored',
-  // A budget for calls to hosted tools, which are left out here.
-  max_tool_calls: 'ignored',
+  // A budget for calls to built-in tools: here the MCP calls the server runs (other hosted tools are left out).
+  max_tool_calls: 'handled',
   // Codex's identifiers of its installation, session and turn.
   client_metadata: 'ignored',
   // Server-held conversations, stored prompt templates, moderation results and server-side compaction.

@@ -1,5 +1,9 @@
+import { randomBytes } from 'node:crypto';
+import { link, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { InvalidRequestError } from '../../core/errors.js';
 import { createEncoder } from '../../audio/encode/index.js';
 import { speechRequestSchema } from '../../api/speech.js';
 import { MAX_INPUT_CHARS, prepareSpeech } from '../../core/tasks/speak.js';
@@ -22,9 +26,10 @@ export function registerSpeakText(server: McpServer, ctx: McpContext): void {
         language: speechRequestSchema.shape.language.describe('The language (English, en, …); default: auto.'),
         speed: speechRequestSchema.shape.speed.describe('Speech rate, 0.25 to 4 (default 1).'),
         format: z.enum(FORMATS).optional().describe('Audio format (default wav).'),
+        ...(ctx.localFiles ? { output_path: z.string().min(1).max(4096).optional().describe('Also write the audio to this new local file (an existing file is not overwritten).') } : {}),
         model: modelField('tts'),
       }),
-      outputSchema: z.object({ model: z.string(), format: z.string(), mime_type: z.string(), sample_rate: z.number(), duration: z.number() }),
+      outputSchema: z.object({ model: z.string(), format: z.string(), mime_type: z.string(), sample_rate: z.number(), duration: z.number(), path: z.string().optional() }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async (args, extra) =>
@@ -48,12 +53,35 @@ export function registerSpeakText(server: McpServer, ctx: McpContext): void {
           progress(produced / speech.sampleRate, undefined, 'seconds of audio synthesised');
         }, signal);
         chunks.push(...encoder.end());
-        const data = Buffer.concat(chunks).toString('base64');
+        const audio = Buffer.concat(chunks);
+        const outputPath = typeof args.output_path === 'string' ? await writeNewFile(args.output_path, audio) : undefined;
         const mimeType = encoder.contentType;
         return structured(
-          { model: speech.model, format, mime_type: mimeType, sample_rate: speech.sampleRate, duration: samples / speech.sampleRate },
-          [{ type: 'audio', data, mimeType }],
+          { model: speech.model, format, mime_type: mimeType, sample_rate: speech.sampleRate, duration: samples / speech.sampleRate, ...(outputPath ? { path: outputPath } : {}) },
+          [{ type: 'audio', data: audio.toString('base64'), mimeType }],
         );
       }),
   );
+}
+
+/**
+ * Writes `bytes` to a new file at `file` (stdio only: the agent runs lserve
+ * as its own user, as `lserve speak -o` writes): whole or not at all — a
+ * temporary file beside it, then linked into place, which fails rather than
+ * replace a file that exists. Returns the absolute path.
+ */
+async function writeNewFile(file: string, bytes: Buffer): Promise<string> {
+  const target = path.resolve(file);
+  const temporary = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+  try {
+    await writeFile(temporary, bytes, { flag: 'wx' });
+    await link(temporary, target);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'EEXIST' ? 'a file is already there (it is not overwritten)' : code === 'ENOENT' ? 'its folder does not exist' : code === 'EACCES' ? 'permission denied' : 'it cannot be written';
+    throw new InvalidRequestError(`'output_path': ${target}: ${why}.`, { param: 'output_path', code: 'invalid_value' });
+  } finally {
+    await rm(temporary, { force: true });
+  }
+  return target;
 }

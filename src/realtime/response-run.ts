@@ -218,5 +218,19 @@ export function truncateHeard(item: Item, contentIndex: number, audioEndMs: numb
   const spoken = ResponseRun.spoken.get(item) ?? [];
   const length = spoken.at(-1)?.end ?? 0;
   if (audioEndMs / 1000 > length + 0.05) throw new RangeError(`the audio is ${Math.round(length * 1000)} ms long`);
-  part.transcript = heardText(spoken, audioEndMs / 1000);
+  // The heard words as the transcript spells them: a spoken piece cut inside a long run of text has no
+  // whitespace the transcript has, or the reverse, so the pieces' own text would not be its prefix.
+  const heardWords = heardText(spoken, audioEndMs / 1000).split(/\s+/).filter(Boolean).length;
+  part.transcript = wordsOf(part.transcript ?? '', heardWords);
+}
+
+/** The first `count` words of `text`, as written (whitespace between them kept). */
+function wordsOf(text: string, count: number): string {
+  let end = 0;
+  let words = 0;
+  for (const match of text.matchAll(/\S+/g)) {
+    if (words++ >= count) break;
+    end = match.index + match[0].length;
+  }
+  return text.slice(0, end);
 }

@@ -46,7 +46,7 @@ export interface DiffusionGraphs {
   readonly schedulerConfig: unknown;
   encodeText(rows: readonly Int32Array[]): Promise<TextStates>;
   predict(sample: Float32Array, dims: readonly number[], timestep: number, states: TextStates): Promise<Float32Array>;
-  decode(latents: Float32Array, height: number, width: number): Promise<Float32Array>;
+  decode(latents: Float32Array, height: number, width: number, signal?: AbortSignal): Promise<Float32Array>;
   encode(pixels: Float32Array, height: number, width: number): Promise<Float32Array>;
 }
 
@@ -89,7 +89,7 @@ export async function generate(pipeline: DiffusionGraphs, job: ImageJob): Promis
         onProgress?.({ image: i, images: plan.n, step, steps: sched.timesteps.length });
       });
       signal?.throwIfAborted();
-      const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w);
+      const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w, signal);
       let rgb = planarToRgb(planar, plan.width, plan.height);
       // Outside the mask the original's pixels, exactly; a narrow feather just inside its edge.
       if (plan.edit) rgb = composite(plan.edit.original, rgb, pasteWeight(plan.edit.mask, plan.width, plan.height));

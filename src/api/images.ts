@@ -1,12 +1,13 @@
 import { z } from 'zod';
-import { MAX_GUIDANCE_SCALE, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_PROMPT_CHARS, MAX_STEPS } from '../core/tasks/image/options.js';
+import { IMAGE_QUALITIES, MAX_GUIDANCE_SCALE, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_PARTIAL_IMAGES, MAX_PROMPT_CHARS, MAX_STEPS } from '../core/tasks/image/options.js';
 import { OUTPUT_FORMATS } from '../image/rgba.js';
 import type { ImageRequest } from '../core/tasks/image.js';
 import { keepAliveField } from './common.js';
 
 /**
  * The images endpoints. OpenAI's fields (`prompt`, `model`, `n`, `size`,
- * `response_format`, `output_format`, `output_compression`, `user`) plus the
+ * `quality`, `response_format`, `output_format`, `output_compression`,
+ * `partial_images`, `user`; API reference as of 2026-11) plus the
  * Stable Diffusion ones clients of local servers send (`seed`, `steps`,
  * `guidance_scale`, `negative_prompt`, `strength`, and `vae` to decode with a
  * tiny latent decoder). Unknown fields are a 400 naming them. Multipart
@@ -23,7 +24,7 @@ import { keepAliveField } from './common.js';
  * before it loads. Input images (img2img, edits) are held to MAX_INPUT_PIXELS
  * (src/core/tasks/image.ts) on their header, before they are decoded: 413.
  */
-export { MAX_GUIDANCE_SCALE, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_PROMPT_CHARS, MAX_STEPS };
+export { MAX_GUIDANCE_SCALE, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_PARTIAL_IMAGES, MAX_PROMPT_CHARS, MAX_STEPS };
 
 /** `WxH` with each side at most MAX_IMAGE_SIDE, or `auto`; the model's range is checked later. The form itself is the task's (code invalid_size). */
 const sizeField = z
@@ -52,6 +53,10 @@ const common = {
   negative_prompt: z.string().max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`).nullish(),
   /** A latent decoder model (e.g. taesd) to decode with instead of the model's own VAE. */
   vae: z.string().min(1).nullish(),
+  /** OpenAI's quality: low and medium decode with TAESD where it is installed (and no `vae` is named), the others with the model's VAE. */
+  quality: z.enum(IMAGE_QUALITIES, { error: `must be one of ${IMAGE_QUALITIES.join(', ')}` }).nullish(),
+  /** With `stream: true`: partial images per image (previews decoded with TAESD), 0–3; without a stream it changes nothing, as at OpenAI. */
+  partial_images: z.int().min(0, `must be from 0 to ${MAX_PARTIAL_IMAGES}`).max(MAX_PARTIAL_IMAGES, `must be from 0 to ${MAX_PARTIAL_IMAGES}`).nullish(),
   /** OpenAI's end-user id: accepted, not used. */
   user: z.string().nullish(),
   /**
@@ -93,7 +98,7 @@ export const imageToImageSchema = z.object({
 export type ImageToImageBody = z.infer<typeof imageToImageSchema>;
 
 /** The fields multipart forms carry as text that the schemas take as numbers. */
-export const NUMERIC_FIELDS = ['n', 'output_compression', 'seed', 'steps', 'guidance_scale', 'strength'] as const;
+export const NUMERIC_FIELDS = ['n', 'output_compression', 'seed', 'steps', 'guidance_scale', 'strength', 'partial_images'] as const;
 
 export interface ImageData {
   url?: string;
@@ -106,13 +111,32 @@ export interface ImageData {
  * the type): OpenAI's `image_generation.completed` / `image_edit.completed`
  * (generations / edits and img2img), one per image, with `b64_json` (or
  * `url` when `response_format: "url"` is asked for) and its `seed`,
- * preceded by lserve's `….progress` events (no partial images: a latent is
- * no picture); `error` ends a stream that fails after it began.
+ * preceded by lserve's `….progress` events and, with `partial_images`,
+ * OpenAI's `….partial_image` events (always `b64_json`; lserve adds the
+ * `image` they preview). `….notice` (lserve's, once, first) says what the
+ * stream goes without (partial images, when no latent decoder is
+ * installed); `error` ends a stream that fails after it began.
  */
 export type ImageStreamEvent =
   | { type: 'image_generation.progress' | 'image_edit.progress'; image: number; images: number; step: number; steps: number }
-  | ({ type: 'image_generation.completed' | 'image_edit.completed'; image: number; created_at: number; size: string; output_format: string; seed: number } & ImageData)
+  | ({ type: 'image_generation.completed' | 'image_edit.completed'; image: number; seed: number } & ImageEventFields & ImageData)
+  | ({ type: 'image_generation.partial_image' | 'image_edit.partial_image'; image: number; partial_image_index: number; b64_json: string } & ImageEventFields)
+  | { type: 'image_generation.notice' | 'image_edit.notice'; code: 'partial_images_unavailable'; message: string }
   | { type: 'error'; error: { message: string; type: string; param: string | null; code: string | null } };
+
+/** The fields OpenAI's image events share. */
+export interface ImageEventFields {
+  created_at: number;
+  size: string;
+  output_format: string;
+  /** The request's `quality` (`auto` when it gave none). */
+  quality: string;
+  /** Always `opaque`: these models paint no transparency. */
+  background: 'opaque';
+}
+
+/** The response header naming what decoded an answer's images: `vae` (the model's own) or a latent decoder's id (e.g. `taesd`). */
+export const IMAGE_DECODER_HEADER = 'lserve-image-decoder';
 
 /** The response of every images endpoint (OpenAI's shape). */
 export interface ImagesResponse {
@@ -135,6 +159,8 @@ export function toImageRequest(body: ImageGenerationBody): ImageRequest {
     outputFormat: opt(body.output_format),
     outputCompression: opt(body.output_compression),
     vae: opt(body.vae),
+    quality: opt(body.quality),
+    partialImages: opt(body.partial_images),
     keepAliveMs: body.keep_alive,
   };
 }

@@ -167,6 +167,37 @@ describe('POST /v1/images/generations', () => {
     expect((await pixels(tiny)).width).toBe(64);
   });
 
+  it("decodes quality low and medium with the installed latent decoder, the other qualities with the model's VAE; an explicit vae wins", async () => {
+    const image = async (body: Record<string, unknown>) => {
+      const res = await post('/v1/images/generations', { model: MODEL, prompt: 'a red fox in the snow', size: '64x64', seed: 21, response_format: 'b64_json', ...body });
+      expect(res.status, await res.clone().text()).toBe(200);
+      return { decoder: res.headers.get('lserve-image-decoder'), bytes: bytesOf(((await res.json()) as ImagesBody).data[0]!) };
+    };
+    const full = await image({});
+    const tiny = await image({ vae: 'taesd-test' });
+    expect([full.decoder, tiny.decoder]).toEqual(['vae', 'taesd-test']);
+    expect(tiny.bytes.equals(full.bytes)).toBe(false);
+    // The only latent decoder installed here is 'taesd-test' (the catalog's 'taesd' is preferred where installed).
+    for (const quality of ['low', 'medium']) {
+      const got = await image({ quality });
+      expect(got.decoder, quality).toBe('taesd-test');
+      expect(got.bytes.equals(tiny.bytes), quality).toBe(true);
+    }
+    for (const quality of ['high', 'auto', 'standard', 'hd', null]) {
+      const got = await image({ quality });
+      expect(got.decoder, String(quality)).toBe('vae');
+      expect(got.bytes.equals(full.bytes), String(quality)).toBe(true);
+    }
+    expect((await image({ quality: 'high', vae: 'taesd-test' })).decoder).toBe('taesd-test');
+    // Through the OpenAI client, and on an edit's multipart form.
+    const viaClient = await client.images.generate({ model: MODEL, prompt: 'a red fox in the snow', size: '64x64' as '256x256', quality: 'low', response_format: 'b64_json', seed: 21 } as OpenAI.ImageGenerateParamsNonStreaming);
+    expect(bytesOf(viaClient.data![0]!).equals(tiny.bytes)).toBe(true);
+    const edit = await client.images
+      .edit({ model: MODEL, prompt: 'a window', image: await toFile(await picture({ hole: true }), 'in.png'), quality: 'medium', response_format: 'b64_json' })
+      .withResponse();
+    expect(edit.response.headers.get('lserve-image-decoder')).toBe('taesd-test');
+  });
+
   it('accepts negative_prompt whatever the guidance, and uses it only when guidance runs (above 1), as diffusers does', async () => {
     // SD-Turbo's default guidance is 0: the negative prompt is accepted (clients that always send one work) and changes nothing.
     const plain = bytesOf((await generate({ seed: 8, response_format: 'b64_json' })).data[0]!);
@@ -388,6 +419,10 @@ describe('bad requests', () => {
     await expectError(await gen({ model: 'ppocr-v4-mobile' }), 400, 'wrong_model_kind', 'model');
     await expectError(await gen({ model: 'taesd-test' }), 400, 'wrong_model_kind', 'model');
     await expectError(await gen({ vae: MODEL }), 400, 'wrong_model_kind', 'vae');
+    const qualityMessage = await expectError(await gen({ quality: 'ultra' }), 400, 'invalid_value', 'quality');
+    expect(qualityMessage).toMatch(/low, medium, high, auto, standard, hd/);
+    await expectError(await gen({ partial_images: 4, stream: true }), 400, 'invalid_value', 'partial_images');
+    await expectError(await gen({ partial_images: -1 }), 400, 'invalid_value', 'partial_images');
     expect((await gen({})).status).toBe(200);
   });
 });

@@ -6,8 +6,30 @@ import { InvalidRequestError, UnsupportedError } from '../errors.js';
 import type { Lease } from '../manager.js';
 import type { InstalledModel } from '../store.js';
 import { alphaMask, binarizeMask, maskedPixels, repaintMask } from '../../image/mask.js';
-import { checkSteps, fitSize, isValidSize, MAX_GUIDANCE_SCALE, MAX_IMAGES, MAX_PROMPT_CHARS, modelSettings, parseImageSize } from './image/options.js';
-import { isImagePipeline, isLatentDecoderModel, type GeneratedImage, type ImagePipeline, type ImagePlan, type ImageProgress, type LatentDecoderModel } from './image/image-pipeline.js';
+import {
+  checkSteps,
+  fitSize,
+  IMAGE_QUALITIES,
+  isValidSize,
+  LATENT_DECODER_QUALITIES,
+  MAX_GUIDANCE_SCALE,
+  MAX_IMAGES,
+  MAX_PARTIAL_IMAGES,
+  MAX_PROMPT_CHARS,
+  modelSettings,
+  parseImageSize,
+  type ImageQuality,
+} from './image/options.js';
+import {
+  isImagePipeline,
+  isLatentDecoderModel,
+  type GeneratedImage,
+  type ImagePipeline,
+  type ImagePlan,
+  type ImageProgress,
+  type LatentDecoderModel,
+  type PartialImage,
+} from './image/image-pipeline.js';
 import { rgbaToPlanar, rgbaToRgb } from '../../image/pixels.js';
 
 /**
@@ -54,10 +76,31 @@ export interface ImageRequest {
   edit?: { image: Uint8Array; mask?: Uint8Array; param?: string; maskParam?: string };
   /** A latent decoder model (TAESD-class) to decode with instead of the model's own VAE. */
   vae?: string;
+  /**
+   * OpenAI's quality: 'low' and 'medium' decode with the installed latent
+   * decoder (TAESD) when the request names no `vae`; the others, and these
+   * when none is installed, with the model's own VAE.
+   */
+  quality?: ImageQuality;
+  /** Partial images per image, 0–3, for GenerateOptions.onPartialImage (decoded with a latent decoder: none without one). */
+  partialImages?: number;
   keepAliveMs?: number;
 }
 
-export type { GeneratedImage, ImageProgress } from './image/image-pipeline.js';
+export type { GeneratedImage, ImageProgress, PartialImage } from './image/image-pipeline.js';
+export type { ImageQuality } from './image/options.js';
+
+/** How a request's images are decoded, decided before it waits its turn. */
+export interface ImageDecoding {
+  /** What decodes the images: 'vae' (the model's own) or the latent decoder's id. */
+  decoder: string;
+  /**
+   * What asked for a latent decoder when none is installed, and went
+   * without: a low or medium `quality` (decoded by the model's VAE instead),
+   * partial images (none are made).
+   */
+  missing: Array<'quality' | 'partial_images'>;
+}
 
 export interface ImageResult {
   model: string;
@@ -65,11 +108,25 @@ export interface ImageResult {
   images: GeneratedImage[];
   /** The prompt as the model read it, when it was too long and cut (CLIP's 77 positions). */
   revisedPrompt?: string;
+  decoding: ImageDecoding;
 }
 
 export interface GenerateOptions {
   signal?: AbortSignal;
   onProgress?: (progress: ImageProgress) => void;
+  /** Called once the decoders are chosen, before the request waits its turn (nothing has run yet). */
+  onDecoding?: (decoding: ImageDecoding) => void;
+  /** Receives the request's partial images; none are made without it. */
+  onPartialImage?: (partial: PartialImage) => void;
+}
+
+/** The latent decoder preferred when several are installed: the catalog's TAESD. */
+const PREFERRED_LATENT_DECODER = 'taesd';
+
+/** Words for what went without a latent decoder (ImageDecoding.missing), for a log line or a stream's notice. */
+export function missingDecoderMessage(missing: ImageDecoding['missing'], quality?: ImageQuality): string {
+  const what = missing.map((m) => (m === 'quality' ? `'quality: ${quality ?? 'low'}' is decoded with the model's full VAE` : 'no partial images are made'));
+  return `No latent decoder is installed, so ${what.join(' and ')}. Run \`lserve pull ${PREFERRED_LATENT_DECODER}\` to get one (fast, less fine detail).`;
 }
 
 /** The image model a request that names none goes to (core/model-choice.ts; a latent decoder never is). */
@@ -84,12 +141,11 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
   if (isLatentDecoderModel(installed)) {
     throw new InvalidRequestError(`Model '${installed.id}' is a latent decoder used with image models ('vae'), not a model that generates images.`, { param: 'model', code: 'wrong_model_kind' });
   }
-  if (request.vae !== undefined) {
-    const vae = await engine.resolve(request.vae, KINDS, 'vae');
-    if (!isLatentDecoderModel(vae)) throw new InvalidRequestError(`'vae' must name a latent decoder model (e.g. taesd); '${vae.id}' is an image model.`, { param: 'vae', code: 'wrong_model_kind' });
-  }
+  const previews = options.onPartialImage ? (request.partialImages ?? 0) : 0;
+  const choice = await chooseDecoders(engine, installed, request, previews > 0);
   const plan = await planRequest(installed, request);
   signal?.throwIfAborted();
+  options.onDecoding?.(choice.decoding);
 
   const lease = await engine.acquire<ImagePipeline>(name, KINDS, { keepAliveMs: request.keepAliveMs });
   let vaeLease: Lease<LatentDecoderModel> | undefined;
@@ -99,8 +155,8 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
     if ((plan.init || plan.edit) && !pipeline.canEncode) {
       throw new UnsupportedError(`Model '${installed.id}' has no VAE encoder: it cannot start from an image (img2img, edits).`, { param: 'image' });
     }
-    if (request.vae !== undefined) vaeLease = await engine.acquire<LatentDecoderModel>(request.vae, KINDS, { keepAliveMs: request.keepAliveMs });
-    const decoder = vaeLease?.model;
+    if (choice.latent !== undefined) vaeLease = await engine.acquire<LatentDecoderModel>(choice.latent, KINDS, { keepAliveMs: request.keepAliveMs });
+    const latent = vaeLease?.model;
     return await pipeline.queue.run(async () => {
       const created = Math.floor(Date.now() / 1000);
       // Denoising steps as the sampler reports them (img2img runs fewer than `steps`), per image.
@@ -109,7 +165,8 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
         plan,
         prompt: request.prompt,
         negativePrompt: request.negativePrompt,
-        decoder,
+        decoder: choice.final ? latent : undefined,
+        previews: latent && previews > 0 ? { count: previews, decoder: latent, onPreview: options.onPartialImage! } : undefined,
         signal,
         onProgress: (progress) => {
           stepsDone[progress.image] = Math.max(stepsDone[progress.image] ?? 0, progress.step);
@@ -118,7 +175,7 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
         log: engine.options.log,
       });
       engine.report({ type: 'images', model: installed.id, images: images.length, steps: stepsDone.reduce((sum, n) => sum + (n ?? 0), 0) });
-      return { model: installed.id, created, images, revisedPrompt };
+      return { model: installed.id, created, images, revisedPrompt, decoding: choice.decoding };
     }, signal);
   } catch (error) {
     engine.reportRejection(installed.id, error);
@@ -127,6 +184,43 @@ export async function generateImages(engine: Engine, request: ImageRequest, opti
     vaeLease?.release();
     lease.release();
   }
+}
+
+/**
+ * The latent decoder a request loads, if any, and whether it decodes the
+ * images themselves or only previews them: the request's `vae`; else, for
+ * a low or medium `quality` or for partial images, the installed one.
+ */
+async function chooseDecoders(engine: Engine, installed: InstalledModel, request: ImageRequest, previews: boolean): Promise<{ latent?: string; final: boolean; decoding: ImageDecoding }> {
+  const { quality, partialImages } = request;
+  if (quality !== undefined && !IMAGE_QUALITIES.includes(quality)) {
+    throw new InvalidRequestError(`'quality' must be one of ${IMAGE_QUALITIES.join(', ')}; got '${quality}'.`, { param: 'quality', code: 'invalid_value' });
+  }
+  if (partialImages !== undefined && !(Number.isInteger(partialImages) && partialImages >= 0 && partialImages <= MAX_PARTIAL_IMAGES)) {
+    throw new InvalidRequestError(`'partial_images' must be an integer from 0 to ${MAX_PARTIAL_IMAGES}; got ${partialImages}.`, { param: 'partial_images', code: 'invalid_value' });
+  }
+  if (request.vae !== undefined) {
+    const vae = await engine.resolve(request.vae, KINDS, 'vae');
+    if (!isLatentDecoderModel(vae)) throw new InvalidRequestError(`'vae' must name a latent decoder model (e.g. taesd); '${vae.id}' is an image model.`, { param: 'vae', code: 'wrong_model_kind' });
+    return { latent: vae.id, final: true, decoding: { decoder: vae.id, missing: [] } };
+  }
+  const tiny = quality !== undefined && LATENT_DECODER_QUALITIES.has(quality);
+  const found = tiny || previews ? await installedLatentDecoder(engine, installed) : undefined;
+  if (found) return { latent: found.id, final: tiny, decoding: { decoder: tiny ? found.id : 'vae', missing: [] } };
+  const missing: ImageDecoding['missing'] = [];
+  if (tiny) missing.push('quality');
+  if (previews) missing.push('partial_images');
+  return { final: false, decoding: { decoder: 'vae', missing } };
+}
+
+/**
+ * The installed latent decoder for a model's latents (as many latent
+ * channels): the catalog's TAESD when installed, else the latest installed.
+ */
+async function installedLatentDecoder(engine: Engine, model: InstalledModel): Promise<InstalledModel | undefined> {
+  const channels = (m: InstalledModel) => Number(m.entry.defaults.latent_channels ?? 4);
+  const decoders = (await engine.store.list()).filter((m) => isLatentDecoderModel(m) && channels(m) === channels(model));
+  return decoders.find((m) => m.id === PREFERRED_LATENT_DECODER) ?? decoders.sort((a, b) => (b.installedAt ?? '').localeCompare(a.installedAt ?? ''))[0];
 }
 
 async function planRequest(installed: InstalledModel, request: ImageRequest): Promise<ImagePlan> {

@@ -5,6 +5,7 @@ import type { ImageJob, ImagePipeline, LatentDecoderModel } from '../../core/tas
 import type { JobQueue } from '../../core/job-queue.js';
 import { generate, type DiffusionGraphs, type DiffusionInfo, type TextStates } from './sample.js';
 import { asFloats, floatTensor, floatTypeOf, timestepTensor, type FloatType } from './tensors.js';
+import { checkTiling, decodeTiled, DEFAULT_TILING, type Tiling } from './tiled-decode.js';
 
 /**
  * A loaded Stable-Diffusion-family model: the four ONNX graphs (each in its
@@ -25,6 +26,11 @@ export interface DiffusionSessions {
   vaeEncoder?: LazySession;
 }
 
+export interface DiffusionOptions {
+  /** Latents larger than a tile on either side decode in overlapping tiles (tiled-decode.ts); default DEFAULT_TILING. */
+  tiling?: Tiling;
+}
+
 let keptCounter = 0;
 
 export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
@@ -32,6 +38,7 @@ export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
   private readonly textOut: string;
   private readonly decoderIo: { input: string; output: string; type: FloatType };
   private encoderIo?: { input: string; output: string; type: FloatType };
+  readonly tiling: Tiling;
 
   constructor(
     readonly sessions: DiffusionSessions,
@@ -41,7 +48,10 @@ export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
     readonly memoryBytes: number,
     /** The export's scheduler_config.json as read (the image task interprets it); undefined when it ships none. */
     readonly schedulerConfig: unknown,
+    options: DiffusionOptions = {},
   ) {
+    this.tiling = options.tiling ?? DEFAULT_TILING;
+    checkTiling(this.tiling);
     const { unet, textEncoder, vaeDecoder } = sessions;
     for (const name of ['sample', 'timestep', 'encoder_hidden_states']) {
       if (!unet.inputNames.includes(name)) throw new Error(`${unet.path}: the UNet has no input '${name}' (inputs: ${unet.inputNames.join(', ')})`);
@@ -122,8 +132,18 @@ export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
     return asFloats(out[unet.outputName], 'UNet');
   }
 
-  /** Pixels [3, H, W] in about [-1, 1] from unscaled latents [C, h, w]. */
-  async decode(latents: Float32Array, height: number, width: number): Promise<Float32Array> {
+  /**
+   * Pixels [3, H, W] in about [-1, 1] from unscaled latents [C, h, w]
+   * (whose buffer may be handed to the decoder's worker): whole when they
+   * fit one tile, else tile by tile (tiled-decode.ts), `signal` checked
+   * between tiles.
+   */
+  decode(latents: Float32Array, height: number, width: number, signal?: AbortSignal): Promise<Float32Array> {
+    const grid = { channels: this.info.latentChannels, height, width, factor: this.info.vaeFactor };
+    return decodeTiled(latents, grid, this.tiling, (tile, h, w) => this.decodeWhole(tile, h, w), signal);
+  }
+
+  private async decodeWhole(latents: Float32Array, height: number, width: number): Promise<Float32Array> {
     const { vaeDecoder } = this.sessions;
     const { input, output, type } = this.decoderIo;
     const out = await vaeDecoder.runWith({ [input]: floatTensor(type, latents, [1, this.info.latentChannels, height, width]) }, { fetch: [output] });

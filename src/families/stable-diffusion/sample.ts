@@ -4,7 +4,7 @@ import { planarToRgb } from '../../image/pixels.js';
 import { encodeRgb } from '../../image/rgba.js';
 import type { ClipTokenizer } from './clip-tokenizer.js';
 import { gaussianStream, seedOf } from './noise.js';
-import { ancestralStep, eulerStep, initNoiseSigma, parseSchedulerConfig, partialSchedule, scaleInput, schedule, type Schedule, type SchedulerConfig } from './scheduler.js';
+import { ancestralStep, eulerStep, initNoiseSigma, parseSchedulerConfig, partialSchedule, predictedOriginal, scaleInput, schedule, type Schedule, type SchedulerConfig } from './scheduler.js';
 
 /**
  * Stable Diffusion's sampling: text to image, image to image and inpainting
@@ -46,7 +46,7 @@ export interface DiffusionGraphs {
   readonly schedulerConfig: unknown;
   encodeText(rows: readonly Int32Array[]): Promise<TextStates>;
   predict(sample: Float32Array, dims: readonly number[], timestep: number, states: TextStates): Promise<Float32Array>;
-  decode(latents: Float32Array, height: number, width: number): Promise<Float32Array>;
+  decode(latents: Float32Array, height: number, width: number, signal?: AbortSignal): Promise<Float32Array>;
   encode(pixels: Float32Array, height: number, width: number): Promise<Float32Array>;
 }
 
@@ -59,14 +59,27 @@ function schedulerOf(pipeline: DiffusionGraphs): SchedulerConfig {
 }
 
 /**
+ * The steps (1-based) after which an image's partial images are shown: up
+ * to `count`, evenly spaced, each before the last step (whose result is
+ * the image itself), so a 1-step image has none and `steps` steps at most
+ * steps − 1.
+ */
+export function previewSteps(count: number, steps: number): number[] {
+  const n = Math.max(0, Math.min(count, steps - 1));
+  return Array.from({ length: n }, (_, j) => Math.round(((j + 1) * steps) / (n + 1)));
+}
+
+/**
  * Generates a plan's images: the prompt encoded once, then for each image
  * (seeds seed, seed+1, …) the sampling loop one UNet step at a time, the
  * signal checked and progress reported between steps; decoded by the job's
  * latent decoder or the model's own VAE, composited over the original for
- * edits, and encoded.
+ * edits, and encoded. Partial images (job.previews) are the latent
+ * decoder's picture of the UNet's prediction of the finished latents (x̂₀)
+ * at their steps, finished the same way.
  */
 export async function generate(pipeline: DiffusionGraphs, job: ImageJob): Promise<{ images: GeneratedImage[]; revisedPrompt?: string }> {
-  const { plan, signal, onProgress, decoder: tiny } = job;
+  const { plan, signal, onProgress, decoder: tiny, previews } = job;
   const config = schedulerOf(pipeline);
   const { info, tokenizer } = pipeline;
   const guided = plan.guidance > 1;
@@ -79,21 +92,30 @@ export async function generate(pipeline: DiffusionGraphs, job: ImageJob): Promis
   let progress = { image: 0, step: 0, steps: 0 };
   try {
     const initLatents = plan.init ?? plan.edit ? await encodeImage(pipeline, (plan.init ?? plan.edit)!.pixels, plan) : undefined;
+    // Pixels [3, H, W] in [-1, 1] to the image's file.
+    const finish = async (planar: Float32Array, seed: number): Promise<GeneratedImage> => {
+      let rgb = planarToRgb(planar, plan.width, plan.height);
+      // Outside the mask the original's pixels, exactly; a narrow feather just inside its edge.
+      if (plan.edit) rgb = composite(plan.edit.original, rgb, pasteWeight(plan.edit.mask, plan.width, plan.height));
+      return { data: await encodeRgb(rgb, plan.width, plan.height, plan.format, plan.quality), format: plan.format, width: plan.width, height: plan.height, seed };
+    };
     for (let i = 0; i < plan.n; i++) {
       const seed = seedOf(plan.seed, i);
       const sched = plan.init ? partialSchedule(config, plan.steps, plan.init.strength) : schedule(config, plan.steps);
       progress = { image: i, step: 0, steps: sched.timesteps.length };
       onProgress?.({ image: i, images: plan.n, step: 0, steps: sched.timesteps.length });
+      let shown = 0;
+      const preview = previews && {
+        steps: new Set(previewSteps(previews.count, sched.timesteps.length)),
+        show: async (x0: Float32Array) => previews.onPreview({ image: i, index: shown++, data: await finish(await previews.decoder.decode(x0, h, w), seed) }),
+      };
       const latents = await sample(pipeline, config, states, sched, plan, seed, h, w, initLatents, signal, (step) => {
         progress.step = step;
         onProgress?.({ image: i, images: plan.n, step, steps: sched.timesteps.length });
-      });
+      }, preview);
       signal?.throwIfAborted();
-      const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w);
-      let rgb = planarToRgb(planar, plan.width, plan.height);
-      // Outside the mask the original's pixels, exactly; a narrow feather just inside its edge.
-      if (plan.edit) rgb = composite(plan.edit.original, rgb, pasteWeight(plan.edit.mask, plan.width, plan.height));
-      images.push({ data: await encodeRgb(rgb, plan.width, plan.height, plan.format, plan.quality), format: plan.format, width: plan.width, height: plan.height, seed });
+      const planar = tiny ? await tiny.decode(latents, h, w) : await pipeline.decode(scaled(latents, 1 / info.scalingFactor), h, w, signal);
+      images.push(await finish(planar, seed));
     }
   } catch (error) {
     if (signal?.aborted) job.log(`image generation stopped (client gone) at step ${progress.step}/${progress.steps} of image ${progress.image + 1}/${plan.n}`);
@@ -124,7 +146,9 @@ function scaled(values: Float32Array, k: number): Float32Array {
  * diffusers' inpainting at strength 1: everything starts from noise, and
  * after each step every kept latent cell (none of its pixels masked) is set
  * to the original's latents noised with the same noise to the σ just
- * reached, the clean original after the last step.
+ * reached, the clean original after the last step. At a preview's step,
+ * the prediction x̂₀ (the clean original in kept cells) is shown after the
+ * step's progress.
  */
 async function sample(
   pipeline: DiffusionGraphs,
@@ -138,6 +162,7 @@ async function sample(
   init: Float32Array | undefined,
   signal: AbortSignal | undefined,
   onStep: (step: number) => void,
+  preview?: { steps: ReadonlySet<number>; show: (x0: Float32Array) => Promise<void> },
 ): Promise<Float32Array> {
   const channels = pipeline.info.latentChannels;
   const plane = h * w;
@@ -161,6 +186,8 @@ async function sample(
     if (batch === 2) input.copyWithin(x.length, 0, x.length);
     const output = await pipeline.predict(input, [batch, channels, h, w], sched.timesteps[s]!, states);
     const eps = batch === 2 ? guide(output, x.length, plan.guidance) : output;
+    const x0 = preview?.steps.has(s + 1) ? predictedOriginal(x, eps, sigma, config.prediction_type) : undefined;
+    if (x0 && repaint && init) for (let i = 0; i < x0.length; i++) if (repaint[i % plane] === 0) x0[i] = init[i]!;
     const next = sched.sigmas[s + 1]!;
     if (config.sampler === 'euler_ancestral') ancestralStep(x, eps, sigma, next, config.prediction_type, draw(x.length));
     else eulerStep(x, eps, sigma, next, config.prediction_type);
@@ -169,6 +196,7 @@ async function sample(
       for (let i = 0; i < x.length; i++) if (repaint[i % plane] === 0) x[i] = init[i]! + noise[i]! * level;
     }
     onStep(s + 1);
+    if (x0) await preview!.show(x0);
   }
   return x;
 }

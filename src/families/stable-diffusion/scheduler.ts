@@ -358,6 +358,19 @@ export function scaleInput(x: Float32Array, sigma: number, out = new Float32Arra
   return out;
 }
 
+/** x̂₀, the model's prediction of the finished latents at σ from its output (ε, or v for v-prediction models). */
+export function predictedOriginal(x: Float32Array, output: Float32Array, sigma: number, prediction: SchedulerConfig['prediction_type']): Float32Array {
+  const x0 = new Float32Array(x.length);
+  if (prediction === 'epsilon') {
+    for (let i = 0; i < x.length; i++) x0[i] = x[i]! - output[i]! * sigma;
+    return x0;
+  }
+  const c = 1 / (sigma * sigma + 1);
+  const s = sigma / Math.sqrt(sigma * sigma + 1);
+  for (let i = 0; i < x.length; i++) x0[i] = x[i]! * c - output[i]! * s;
+  return x0;
+}
+
 /**
  * One Euler step in place: x ← x + d·(σ_next − σ), d = (x − x̂₀)/σ with x̂₀
  * from the model output (ε, or v for v-prediction models).

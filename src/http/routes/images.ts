@@ -1,9 +1,19 @@
 import { Router, type Request, type Response } from 'express';
 import multer from 'multer';
-import { imageEditSchema, imageGenerationSchema, imageToImageSchema, NUMERIC_FIELDS, toImageRequest, type ImageData, type ImagesResponse, type ImageStreamEvent } from '../../api/images.js';
+import {
+  IMAGE_DECODER_HEADER,
+  imageEditSchema,
+  imageGenerationSchema,
+  imageToImageSchema,
+  NUMERIC_FIELDS,
+  toImageRequest,
+  type ImageData,
+  type ImagesResponse,
+  type ImageStreamEvent,
+} from '../../api/images.js';
 import { parseKnownFields } from '../../api/validate.js';
 import { InvalidRequestError, UnsupportedError } from '../../core/errors.js';
-import { generateImages, type GeneratedImage, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
+import { generateImages, missingDecoderMessage, type GeneratedImage, type ImageDecoding, type ImageRequest, type ImageResult } from '../../core/tasks/image.js';
 import { parseByteSize, parseDuration } from '../../core/units.js';
 import { sendCachedFile } from '../cached-file.js';
 import { requestSignal, type ServerContext } from '../context.js';
@@ -18,9 +28,14 @@ import { SseWriter } from '../sse.js';
  * for the files `response_format: url` answers point at.
  *
  * With `stream: true` the answer is SSE (ImageStreamEvent): a progress event
- * per denoising step, then one `completed` event per image. The stream opens
- * with the first step, so whatever fails before (validation, a missing
- * model, a full queue) is still an ordinary JSON error with its status.
+ * per denoising step, partial images when asked for, then one `completed`
+ * event per image. The stream opens with the first step, so whatever fails
+ * before (validation, a missing model, a full queue) is still an ordinary
+ * JSON error with its status.
+ *
+ * Every answer names what decoded its images (IMAGE_DECODER_HEADER). A
+ * `quality` of low or medium with no latent decoder installed is decoded by
+ * the model's VAE: the header says `vae`, and the log says why, once.
  *
  * Generated files live in the server's file store (`images/` under
  * `--files-dir`, default `<LSERVE_HOME>/cache`, or under an `--files s3://`
@@ -49,9 +64,17 @@ export function imagesRouter(ctx: ServerContext): Router {
     { name: 'mask', maxCount: 1 },
   ]);
 
+  /** Logged once per server: low/medium quality asked for with no latent decoder installed. */
+  let toldNoDecoder = false;
+  const noteDecoding = (decoding: ImageDecoding, request: ImageRequest) => {
+    if (!decoding.missing.includes('quality') || toldNoDecoder) return;
+    toldNoDecoder = true;
+    ctx.options.log(missingDecoderMessage(['quality'], request.quality));
+  };
+
   /** The task's result, or undefined when the client left (or the server is stopping): nobody is there to answer. */
   const generate = (request: ImageRequest, signal: AbortSignal) =>
-    generateImages(ctx.engine, request, { signal }).catch((error: unknown) => {
+    generateImages(ctx.engine, request, { signal, onDecoding: (d) => noteDecoding(d, request) }).catch((error: unknown) => {
       if (signal.aborted) return undefined;
       throw error;
     });
@@ -69,6 +92,7 @@ export function imagesRouter(ctx: ServerContext): Router {
     const data: ImagesResponse['data'] = [];
     for (const image of result.images) data.push(await itemOf(req, image, result, format));
     const body: ImagesResponse = { created: result.created, data };
+    res.setHeader(IMAGE_DECODER_HEADER, result.decoding.decoder);
     res.json(body);
   };
 
@@ -86,13 +110,30 @@ export function imagesRouter(ctx: ServerContext): Router {
       return;
     }
     let sse: SseWriter | undefined;
+    let decoding: ImageDecoding | undefined;
     const send = (event: ImageStreamEvent) => {
-      sse ??= new SseWriter(res);
+      if (!sse) {
+        if (decoding) res.setHeader(IMAGE_DECODER_HEADER, decoding.decoder);
+        sse = new SseWriter(res);
+        if (decoding?.missing.includes('partial_images')) {
+          sse.event(`${kind}.notice`, { type: `${kind}.notice`, code: 'partial_images_unavailable', message: missingDecoderMessage(['partial_images']) } satisfies ImageStreamEvent);
+        }
+      }
       sse.event(event.type, event);
     };
+    const fields = (image: GeneratedImage) => ({ size: `${image.width}x${image.height}`, output_format: image.format, quality: request.quality ?? 'auto', background: 'opaque' as const });
     let result: ImageResult;
     try {
-      result = await generateImages(ctx.engine, request, { signal, onProgress: (p) => send({ type: `${kind}.progress`, image: p.image, images: p.images, step: p.step, steps: p.steps }) });
+      result = await generateImages(ctx.engine, request, {
+        signal,
+        onDecoding: (d) => {
+          decoding = d;
+          noteDecoding(d, request);
+        },
+        onProgress: (p) => send({ type: `${kind}.progress`, image: p.image, images: p.images, step: p.step, steps: p.steps }),
+        onPartialImage: (p) =>
+          send({ type: `${kind}.partial_image`, image: p.image, partial_image_index: p.index, b64_json: p.data.data.toString('base64'), created_at: Math.floor(Date.now() / 1000), ...fields(p.data) }),
+      });
     } catch (error) {
       if (signal.aborted) return void sse?.end();
       // Nothing sent yet: an ordinary JSON error with its status.
@@ -106,7 +147,7 @@ export function imagesRouter(ctx: ServerContext): Router {
     const format = body.response_format ?? 'b64_json';
     for (const [index, image] of result.images.entries()) {
       const item = await itemOf(req, image, result, format);
-      send({ type: `${kind}.completed`, image: index, created_at: result.created, size: `${image.width}x${image.height}`, output_format: image.format, seed: image.seed, ...item });
+      send({ type: `${kind}.completed`, image: index, created_at: result.created, ...fields(image), seed: image.seed, ...item });
     }
     sse?.end();
   };

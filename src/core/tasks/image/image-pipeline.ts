@@ -50,12 +50,27 @@ export interface LatentDecoderModel extends LoadedModel {
   decode(scaledLatents: Float32Array, height: number, width: number): Promise<Float32Array>;
 }
 
+/** A preview of an image while it is made (OpenAI's partial image). */
+export interface PartialImage {
+  /** 0-based index of the image it previews. */
+  image: number;
+  /** 0-based index among that image's previews. */
+  index: number;
+  data: GeneratedImage;
+}
+
 export interface ImageJob {
   plan: ImagePlan;
   prompt: string;
   negativePrompt?: string;
-  /** The request's `vae`, loaded. */
+  /** The latent decoder that decodes the images instead of the model's own VAE (the request's `vae`, or its `quality`'s). */
   decoder?: LatentDecoderModel;
+  /**
+   * Partial images: up to `count` per image (at most one per step before the
+   * last), at evenly spaced steps, decoded by `decoder` from the sampler's
+   * prediction of the finished latents at that step.
+   */
+  previews?: { count: number; decoder: LatentDecoderModel; onPreview: (preview: PartialImage) => void };
   signal?: AbortSignal;
   onProgress?: (progress: ImageProgress) => void;
   log: (message: string) => void;

@@ -26,6 +26,18 @@ export const MAX_IMAGE_SIDE = 2048;
 export const MAX_PROMPT_CHARS = 32_000;
 /** Highest `guidance_scale`. */
 export const MAX_GUIDANCE_SCALE = 30;
+/** Most partial images per image of a streamed request (`partial_images`, OpenAI's bound): each costs a latent decode. */
+export const MAX_PARTIAL_IMAGES = 3;
+
+/**
+ * OpenAI's `quality` values: gpt-image's low, medium, high, auto and
+ * dall-e-3's standard, hd. low and medium decode with a latent decoder
+ * (TAESD) where one is installed; the others with the model's own VAE.
+ */
+export const IMAGE_QUALITIES = ['low', 'medium', 'high', 'auto', 'standard', 'hd'] as const;
+export type ImageQuality = (typeof IMAGE_QUALITIES)[number];
+/** The qualities a latent decoder serves: OpenAI's cheaper tiers, where speed matters more than fine detail. */
+export const LATENT_DECODER_QUALITIES: ReadonlySet<ImageQuality> = new Set(['low', 'medium']);
 
 export interface ImageModelSettings {
   width: number;

@@ -87,10 +87,13 @@ describe('lserve pull <optimum export> --kind image', () => {
 
   it('uses an fp32 export as it is: nothing converted or copied, its external weights read in place', async () => {
     const fp32 = await tinyDiffusersSdTurboModel('float32');
+    const before = await readdir(fp32, { recursive: true });
     const pulled = await cli(['pull', fp32, '--kind', 'image', '--id', 'sd-fp32']);
     expect(pulled.code, pulled.stderr).toBe(0);
     for (const role of ['text_encoder', 'unet', 'vae_decoder', 'vae_encoder']) expect(pulled.stdout).toContain(`${role}: already fp32`);
-    expect(await readdir(path.join(home, 'models', 'sd-fp32'))).toEqual(['manifest.json']);
+    // Only the int8 graphs are written, in the model's own folder; nothing beside the export's files.
+    expect(await readdir(path.join(home, 'models', 'sd-fp32'))).toEqual(['int8', 'manifest.json']);
+    expect(await readdir(fp32, { recursive: true })).toEqual(before);
     const row = await listed('sd-fp32');
     expect(row?.files.unet_fp32).toBe(path.join(fp32, 'unet/model.onnx'));
     const out = path.join(dir, 'fp32.png');

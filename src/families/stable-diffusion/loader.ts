@@ -13,6 +13,7 @@ import { DiffusionPipeline, LatentDecoder } from './diffusion-pipeline.js';
 import { JobQueue } from '../../core/job-queue.js';
 import { parseSchedulerConfig, SchedulerConfigError } from './scheduler.js';
 import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER_ROLE } from './roles.js';
+import { describeInt8, fp32Only, readInt8Report } from './int8-report.js';
 
 /**
  * The `onnx:image` loader. A Stable-Diffusion-family export (roles
@@ -22,14 +23,15 @@ import { DECODER_WEIGHTS_ROLE, GRAPH_ROLES, isLatentDecoderModel, LATENT_DECODER
  * `decoder_weights`, TAESD's safetensors) loads as a LatentDecoder that image
  * requests use in place of the pipeline's own VAE decoder.
  *
- * Each graph is taken from its fp32 conversion (role `<role>_fp32`, written
- * when the model was pulled, see families/stable-diffusion/prepare.ts) when there is
- * one, else as shipped.
+ * Each graph is taken from its int8 form (role `<role>_int8`, the UNet and
+ * VAE decoder where they held up at pull: int8.ts), else its fp32
+ * conversion (role `<role>_fp32`, see prepare.ts) when there is one, else as
+ * shipped.
  */
 
-/** The file a graph role loads from: its fp32 conversion when present. */
+/** The file a graph role loads from: its int8 form when one held up at pull (int8.ts), else its fp32 conversion when present. */
 export function graphFile(installed: InstalledModel, role: string): string | undefined {
-  return installed.files[`${role}_fp32`] ?? installed.files[role];
+  return (fp32Only() ? undefined : installed.files[`${role}_int8`]) ?? installed.files[`${role}_fp32`] ?? installed.files[role];
 }
 
 function fileBytes(file: string): number {
@@ -96,7 +98,9 @@ function estimate(installed: InstalledModel): number {
     const converted = installed.files[`${role}_fp32`];
     // An export found to be fp32 already has its original recorded as the conversion.
     const bytes = converted && converted !== installed.files[role] ? graphBytes(converted) : shippedBytes(installed, role);
-    weights += converted ? bytes : bytes * FP16_AS_SHIPPED;
+    const int8 = graphFile(installed, role) === installed.files[`${role}_int8`] ? graphBytes(installed.files[`${role}_int8`]) : undefined;
+    weights += int8 ?? (converted ? bytes : bytes * FP16_AS_SHIPPED);
+    // Activations stay fp32 between the int8 products: the workspace is the fp32 graph's.
     fp32Weights += converted ? bytes : bytes * 2;
   }
   return Math.round(weights + WORKSPACE_PER_WEIGHT_AT_512 * fp32Weights * area);
@@ -140,6 +144,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
   }
   const fp16 = GRAPH_ROLES.filter((r) => installed.files[r] && !installed.files[`${r}_fp32`]);
   if (fp16.length) options.log?.(`${installed.id}: running ${fp16.join(', ')} as shipped (no fp32 conversion found; \`lserve pull ${installed.id}\` writes it)`);
+  options.log?.(`${installed.id}: ${await precisionLine(installed)}`);
   const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(defaults.pad_token_id ?? 0));
   const graphs = await OnnxSession.createAll(
     {
@@ -166,6 +171,14 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Lo
     await Promise.all(Object.values(graphs).map((s) => s.release()));
     throw new ServerError(`Image model '${installed.id}' does not have the interface of a Stable Diffusion ONNX export: ${(error as Error).message}`, { code: 'model_mismatch', cause: error });
   }
+}
+
+/** What the load line says of the UNet's and VAE decoder's precision, with the probe's figures from pull. */
+async function precisionLine(installed: InstalledModel): Promise<string> {
+  if (fp32Only()) return 'UNet and VAE decoder in fp32 (LSERVE_IMAGE_PRECISION=fp32)';
+  const report = await readInt8Report(installed);
+  if (!report) return `UNet and VAE decoder in fp32 (no int8 graphs prepared; \`lserve pull ${installed.id}\` prepares them)`;
+  return describeInt8(report);
 }
 
 /**

@@ -8,6 +8,7 @@ import { parseSchedulerConfig, SchedulerConfigError } from './scheduler.js';
 import { checkExport, ExportProblem, type GraphData } from './export-check.js';
 import { rewriteGraphsForCpu, UnsupportedOperators } from './cpu-operators.js';
 import { exportDefaults } from './export-defaults.js';
+import { fp32Only, INT8_REPORT_ROLE } from './int8-report.js';
 
 /**
  * Work done once when an image model is installed (`lserve pull`). First its
@@ -23,9 +24,11 @@ import { exportDefaults } from './export-defaults.js';
  * than the fp16 ones it has to cast around (SD-Turbo-sized: 4.31 s instead
  * of 4.67 s per UNet step, 9.6 GB instead of 10.9 GB at peak; bench/images.ts);
  * the cost is disk (SD-Turbo: 2.6 GB as shipped, plus 5.2 GB). Graphs that
- * are already fp32 are left alone. Last, fused GPU operators that the CPU
+ * are already fp32 are left alone. Then fused GPU operators that the CPU
  * provider has no kernels for are rewritten into standard ones, or the
- * model is refused naming them (cpu-operators.ts).
+ * model is refused naming them (cpu-operators.ts). Last, the UNet and VAE
+ * decoder get int8 forms where a probe against fp32 says they hold up
+ * (int8.ts).
  */
 
 export function needsPreparation(installed: InstalledModel): boolean {
@@ -41,7 +44,13 @@ export async function prepareImageModel(store: ModelStore, installed: InstalledM
   await checkScheduler(store, installed);
   installed = await recordExport(store, installed, say);
   if (installed.source === 'local') installed = await recordDefaults(store, installed, say);
-  if (!needsPreparation(installed)) return checkCpuOperators(store, installed, say);
+  if (needsPreparation(installed)) installed = await convertGraphs(store, installed, say);
+  installed = await checkCpuOperators(store, installed, say);
+  return withInt8Graphs(store, installed, say);
+}
+
+/** Writes the fp32 conversion of every fp16 graph (`<role>_fp32`). */
+async function convertGraphs(store: ModelStore, installed: InstalledModel, say: (line: string) => void): Promise<InstalledModel> {
   say(`Converting ${installed.id}'s fp16 graphs to fp32 once (on CPU, ONNX Runtime runs them faster and in less memory; they take twice the disk):`);
   // The converter (protobuf) loads only when there is something to convert.
   const { convertToFp32 } = await import('../../runtimes/onnx/fp32.js');
@@ -63,7 +72,17 @@ export async function prepareImageModel(store: ModelStore, installed: InstalledM
     say(`  ${role}: fp16 → fp32 (${(result.bytes / 1e9).toFixed(2)} GB, ${((Date.now() - started) / 1000).toFixed(1)} s)`);
   }
   await store.writeManifest(installed.id, manifest);
-  return checkCpuOperators(store, (await store.resolve(installed.id)) ?? installed, say);
+  return (await store.resolve(installed.id)) ?? installed;
+}
+
+/** The int8 UNet and VAE decoder (int8.ts), prepared once for a pipeline that has none yet; skipped with LSERVE_IMAGE_PRECISION=fp32. */
+async function withInt8Graphs(store: ModelStore, installed: InstalledModel, say: (line: string) => void): Promise<InstalledModel> {
+  const f = installed.files;
+  if (fp32Only() || f[INT8_REPORT_ROLE] || !f.unet || !f.vae_decoder || !f.text_encoder || !f.tokenizer_vocab || !f.tokenizer_merges) return installed;
+  const graph = (role: string) => f[`${role}_fp32`] ?? f[role]!;
+  // The quantizer (protobuf) loads only for image models being prepared.
+  const { prepareInt8 } = await import('./int8.js');
+  return prepareInt8(store, installed, { textEncoder: graph('text_encoder'), unet: graph('unet'), vaeDecoder: graph('vae_decoder') }, say);
 }
 
 /** The graphs as the loader will open them, with fused operators the CPU has no kernels for rewritten; refused when some cannot be. */

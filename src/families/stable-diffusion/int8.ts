@@ -1,0 +1,285 @@
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import onnxProto from 'onnx-proto';
+import { MANIFEST, type InstalledModel, type Manifest, type ModelStore } from '../../core/store.js';
+import { describeInt8, INT8_REPORT_ROLE, INT8_ROLES, int8Path, percent, UNET_TOLERANCE, VAE_MIN_PSNR, type Int8Report, type RoleReport } from './int8-report.js';
+import { OnnxSession, type Tensor } from '../../runtimes/onnx/session.js';
+import { int8Plan, Unquantizable, type PlanOptions } from '../../runtimes/onnx/int8/candidates.js';
+import { addRanges, removeRangeGraph, writeRangeGraph, type Range } from '../../runtimes/onnx/int8/ranges.js';
+import { writeInt8Graph } from '../../runtimes/onnx/int8/qdq.js';
+import { ClipTokenizer } from './clip-tokenizer.js';
+import { gaussianNoise } from './noise.js';
+import { eulerStep, initNoiseSigma, maxScheduledSteps, parseSchedulerConfig, scaleInput, schedule, type Schedule, type SchedulerConfig } from './scheduler.js';
+import { asFloats, timestepTensor } from './tensors.js';
+
+/**
+ * The UNet and VAE decoder with 8-bit weights and activations, prepared once
+ * at `lserve pull` from the fp32 graphs (prepare.ts) and kept only where they
+ * hold up. Calibration runs the model's own pipeline (its text encoder, its
+ * schedule) on two prompts and seeds, measuring the range of every
+ * activation that will be quantized (runtimes/onnx/int8); the int8 graphs
+ * (QDQ, which ONNX Runtime runs as QLinearConv / QLinearMatMul) are then
+ * probed on a third prompt and seed against the fp32 graphs:
+ *
+ * - the UNet's noise prediction for the first step, from the same input,
+ *   within UNET_TOLERANCE (relative L2 error), and the text encoder's by
+ *   the same measure: the fp32 UNet's prediction from its states;
+ * - the VAE decoder's image of the fp32 pipeline's final latents within
+ *   VAE_MIN_PSNR of the fp32 decoder's.
+ *
+ * Each role tries convolutions and weight products in int8, then
+ * convolutions alone; a role neither holds for runs in fp32. The report
+ * (`int8/report.json`, role `int8_report`) keeps the figures, and the loader
+ * states them in its load line. On SD-Turbo-sized graphs (2 cores) the int8
+ * VAE decoder decodes 512×512 in 2.3 s instead of 6.2 s, and an int8 UNet
+ * would step in 1.2 s instead of 2.3 s with 0.9 GB of weights instead of
+ * 3.5 GB, but the synthetic (random-weight) UNet misses the bound: the real
+ * weights decide at pull (bench/images.md).
+ */
+
+/**
+ * The UNet's text states stay fp32 where they are read (the cross-attention's
+ * key and value projections, 77 rows each: little work): CLIP's states carry
+ * a few very large values that one 8-bit scale cannot hold beside the rest.
+ */
+const FLOAT_INPUTS = ['encoder_hidden_states'];
+
+const CALIBRATION = [
+  { prompt: 'a photograph of a lighthouse on a rocky coast at dusk, dramatic clouds', seed: 1 },
+  { prompt: 'a bowl of fruit on a wooden table, oil painting, warm light', seed: 2 },
+];
+const PROBE = { prompt: 'a red fox standing in fresh snow, detailed portrait', seed: 3 };
+
+interface Graphs {
+  textEncoder: string;
+  unet: string;
+  vaeDecoder: string;
+}
+
+interface Probe {
+  /** The UNet's input and output at the first step (the probe compares them). */
+  firstInput?: Record<string, Tensor>;
+  firstOutput?: Float32Array;
+  latents: Float32Array;
+}
+
+/**
+ * Prepares, probes and records the int8 graphs of an image model whose fp32
+ * graphs are `graphs`, held to `bounds`; returns the model as now installed.
+ */
+export async function prepareInt8(store: ModelStore, installed: InstalledModel, graphs: Graphs, say: (line: string) => void, bounds = { unet: UNET_TOLERANCE, vaePsnr: VAE_MIN_PSNR }): Promise<InstalledModel> {
+  const started = Date.now();
+  const dir = store.modelDir(installed.id);
+  const defaults = installed.entry.defaults;
+  const vaeFactor = Number(defaults.vae_factor ?? 8);
+  const width = Number(defaults.width ?? 512);
+  const height = Number(defaults.height ?? 512);
+  const h = Math.round(height / vaeFactor);
+  const w = Math.round(width / vaeFactor);
+  const channels = Number(defaults.latent_channels ?? 4);
+  const scaling = Number(defaults.vae_scaling_factor ?? 0.18215);
+  const config = parseSchedulerConfig(installed.files.scheduler ? JSON.parse(await readFile(installed.files.scheduler, 'utf8')) : undefined);
+  const sched = schedule(config, Math.min(2, maxScheduledSteps(config)));
+  say(`Preparing ${installed.id}'s text encoder, UNet and VAE decoder with 8-bit weights (once: calibrated on ${CALIBRATION.length} images, then checked against fp32 on another):`);
+
+  const contexts = await encodePrompts(installed, graphs.textEncoder, [...CALIBRATION.map((c) => c.prompt), PROBE.prompt]);
+  const work = path.join(dir, 'int8');
+  const report: Int8Report = { width, height, text_encoder: { accepted: false }, unet: { accepted: false }, vae_decoder: { accepted: false }, seconds: 0 };
+
+  // UNet: calibrate along the schedule, then the fp32 probe.
+  const unetRanges = new Map<string, Range>();
+  const run = (unet: OnnxSession, context: Tensor, seed: number, ranges?: Map<string, Range>) => denoise(unet, config, sched, context, gaussianNoise(seed, channels * h * w), [1, channels, h, w], ranges);
+  const calibrated: Float32Array[] = [];
+  const [textFile, unetFile, vaeFile] = INT8_ROLES.map((role) => path.join(dir, int8Path(role)));
+  const fp32Probe = await withRanges(graphs.unet, work, unetRanges, async (unet, ranges) => {
+    for (const [i, c] of CALIBRATION.entries()) calibrated.push((await run(unet, contexts[i]!, c.seed, ranges)).latents);
+    const probe = await run(unet, contexts.at(-1)!, PROBE.seed);
+    // The text encoder is held to what the fp32 UNet predicts from its states.
+    report.text_encoder = await probeRole(graphs.textEncoder, textFile!, new Map(), WEIGHTS_ONLY, async (text) => {
+      const [states] = await encodeWith(installed, text, [PROBE.prompt]);
+      const out = await unet.runWith({ ...copyFeeds(probe.firstInput!), encoder_hidden_states: states! }, { fetch: [unet.outputName] });
+      const error = relativeError(probe.firstOutput!, asFloats(out[unet.outputName], 'UNet'));
+      return { error, accepted: error <= bounds.unet, reason: `the UNet's noise prediction from its states is ${percent(error)} off fp32's, more than ${bounds.unet * 100} %` };
+    });
+    return probe;
+  });
+  const toVae = (latents: Float32Array): Tensor => ({ type: 'float32', data: latents.map((v) => v / scaling), dims: [1, channels, h, w] });
+  const vaeRanges = new Map<string, Range>();
+  const fp32Image = await withRanges(graphs.vaeDecoder, work, vaeRanges, async (vae, ranges) => {
+    for (const latents of calibrated) await decode(vae, toVae(latents), ranges);
+    return decode(vae, toVae(fp32Probe.latents));
+  });
+
+  // The UNet and VAE decoder, each probed on its own against fp32.
+  let int8Probe: Probe | undefined;
+  report.unet = await probeRole(graphs.unet, unetFile!, unetRanges, PLANS, async (session) => {
+    const out = await session.runWith(copyFeeds(fp32Probe.firstInput!), { fetch: [session.outputName] });
+    const error = relativeError(fp32Probe.firstOutput!, asFloats(out[session.outputName], 'UNet'));
+    const accepted = error <= bounds.unet;
+    // The whole denoising with the kept UNet, for the prompt-to-image figure.
+    if (accepted) int8Probe = await run(session, contexts.at(-1)!, PROBE.seed);
+    return { error, accepted, reason: `its noise prediction is ${percent(error)} off fp32's, more than ${bounds.unet * 100} %` };
+  });
+  report.vae_decoder = await probeRole(graphs.vaeDecoder, vaeFile!, vaeRanges, PLANS, async (session) => {
+    const psnr = imagePsnr(fp32Image, await decode(session, toVae(fp32Probe.latents)));
+    if (int8Probe) report.imagePsnr = imagePsnr(fp32Image, await decode(session, toVae(int8Probe.latents)));
+    return { psnr, accepted: psnr >= bounds.vaePsnr, reason: `its image is ${psnr.toFixed(1)} dB PSNR from fp32's, under ${bounds.vaePsnr} dB` };
+  });
+  if (!report.unet.accepted) delete report.imagePsnr;
+  report.seconds = Math.round((Date.now() - started) / 100) / 10;
+  return record(store, installed, report, say);
+}
+
+/** The prompts' text encoder states, one [1, tokens, width] tensor each. */
+async function encodePrompts(installed: InstalledModel, file: string, prompts: string[]): Promise<Tensor[]> {
+  const session = await OnnxSession.create(file, { threads: 0 });
+  try {
+    return await encodeWith(installed, session, prompts);
+  } finally {
+    await session.release();
+  }
+}
+
+async function encodeWith(installed: InstalledModel, session: OnnxSession, prompts: string[]): Promise<Tensor[]> {
+  const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(installed.entry.defaults.pad_token_id ?? 0));
+  const output = session.outputNames.includes('last_hidden_state') ? 'last_hidden_state' : session.outputName;
+  const int64 = session.describe(session.inputName)?.type === 'int64';
+  const states: Tensor[] = [];
+  for (const prompt of prompts) {
+    const ids = tokenizer.encode(prompt).ids;
+    const feed: Tensor = int64 ? { type: 'int64', data: BigInt64Array.from(ids, (v) => BigInt(v)), dims: [1, ids.length] } : { type: 'int32', data: ids.slice(), dims: [1, ids.length] };
+    const out = (await session.runWith({ [session.inputName]: feed }, { fetch: [output] }))[output]!;
+    states.push({ type: 'float32', data: asFloats(out, 'text encoder'), dims: out.dims });
+  }
+  return states;
+}
+
+/** The schedule's Euler steps from the seed's noise (no guidance, as SD-Turbo runs), keeping the first step's UNet input and output. */
+async function denoise(unet: OnnxSession, config: SchedulerConfig, sched: Schedule, context: Tensor, noise: Float32Array, dims: number[], ranges?: Map<string, Range>): Promise<Probe> {
+  const x = noise.map((v) => v * initNoiseSigma(config, sched));
+  const timestepType = unet.describe('timestep')?.type ?? 'int64';
+  const probe: Probe = { latents: x };
+  for (let s = 0; s < sched.timesteps.length; s++) {
+    const feeds: Record<string, Tensor> = { sample: { type: 'float32', data: scaleInput(x, sched.sigmas[s]!), dims }, timestep: timestepTensor(timestepType, sched.timesteps[s]!), encoder_hidden_states: copy(context) };
+    if (s === 0) probe.firstInput = copyFeeds(feeds);
+    const out = await unet.runWith(feeds, { fetch: [unet.outputName, ...rangeOutputs(unet, ranges)] });
+    if (ranges) addRanges(ranges, out);
+    const eps = asFloats(out[unet.outputName], 'UNet');
+    if (s === 0) probe.firstOutput = eps.slice();
+    eulerStep(x, eps, sched.sigmas[s]!, sched.sigmas[s + 1]!, config.prediction_type);
+  }
+  return probe;
+}
+
+async function decode(vae: OnnxSession, latents: Tensor, ranges?: Map<string, Range>): Promise<Float32Array> {
+  const output = vae.outputNames.includes('sample') ? 'sample' : vae.outputName;
+  const out = await vae.runWith({ [vae.inputName]: latents }, { fetch: [output, ...rangeOutputs(vae, ranges)] });
+  if (ranges) addRanges(ranges, out);
+  return asFloats(out[output], 'VAE decoder');
+}
+
+/** A tensor of its own: a run transfers its feeds' buffers to the session's worker. */
+const copy = (t: Tensor): Tensor => ({ ...t, data: t.data.slice() }) as Tensor;
+const copyFeeds = (feeds: Record<string, Tensor>) => Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, copy(t)]));
+
+const rangeOutputs = (session: OnnxSession, ranges: Map<string, Range> | undefined) => (ranges ? session.outputNames.filter((n) => n.includes('::int8_')) : []);
+
+/** Runs `work` on the fp32 graph made to measure its activations' ranges into `ranges`. */
+async function withRanges<T>(graph: string, workDir: string, ranges: Map<string, Range>, work: (session: OnnxSession, ranges: Map<string, Range>) => Promise<T>): Promise<T> {
+  // The boldest plan's activations: a superset of every plan's.
+  const plan = int8Plan(onnxProto.onnx.ModelProto.decode(await readFile(graph)), PLANS[0]);
+  const { file } = await writeRangeGraph(graph, plan.activations, workDir);
+  try {
+    const session = await OnnxSession.create(file, { threads: 0, memoryPattern: false });
+    try {
+      return await work(session, ranges);
+    } finally {
+      await session.release();
+    }
+  } finally {
+    await removeRangeGraph(file);
+  }
+}
+
+/**
+ * The plans tried, boldest first: convolutions and weight products in int8,
+ * then convolutions alone (fewer 8-bit steps in series, so less error adds
+ * up; most of a UNet's and all of a VAE decoder's work is in convolutions),
+ * then the weights alone (no speed, a quarter of the memory).
+ */
+const PLANS: readonly PlanOptions[] = [
+  { ops: ['Conv', 'MatMul'], floatInputs: FLOAT_INPUTS },
+  { ops: ['Conv'], floatInputs: FLOAT_INPUTS },
+  { weightsOnly: true },
+];
+/** The text encoder runs once a request (0.15 s at SD-Turbo's size): only its memory is worth saving. */
+const WEIGHTS_ONLY: readonly PlanOptions[] = [{ weightsOnly: true }];
+
+const planName = (plan: PlanOptions) => (plan.weightsOnly ? 'weights' : (plan.ops ?? []).join(' and '));
+
+type Probed = RoleReport & { accepted: boolean; reason: string };
+
+/** Writes each plan's int8 graph and probes it until one holds; a role none holds for (or that cannot be quantized) keeps no int8 graph. */
+async function probeRole(graph: string, target: string, ranges: Map<string, Range>, plans: readonly PlanOptions[], probe: (session: OnnxSession) => Promise<Probed>): Promise<RoleReport> {
+  let result: RoleReport = { accepted: false };
+  const missed: string[] = [];
+  for (const plan of plans) {
+    try {
+      const { bytes } = await writeInt8Graph(graph, target, ranges, plan);
+      const session = await OnnxSession.create(target, { threads: 0, memoryPattern: false });
+      let probed: Probed;
+      try {
+        probed = await probe(session);
+      } finally {
+        await session.release();
+      }
+      const { reason, ...figures } = probed;
+      result = { ...figures, int8: planName(plan), bytes };
+      if (probed.accepted) break;
+      missed.push(`${planName(plan)} in int8: ${reason}`);
+    } catch (error) {
+      if (!(error instanceof Unquantizable)) throw error;
+      missed.push(`${planName(plan)} in int8: ${error.message}`);
+    }
+  }
+  if (result.accepted) return missed.length ? { ...result, tried: missed } : result;
+  await rm(path.dirname(target), { recursive: true, force: true });
+  return { ...result, accepted: false, int8: undefined, bytes: undefined, reason: missed.join('; ') };
+}
+
+async function record(store: ModelStore, installed: InstalledModel, report: Int8Report, say: (line: string) => void): Promise<InstalledModel> {
+  const dir = store.modelDir(installed.id);
+  const reportName = path.posix.join('int8', 'report.json');
+  const json = `${JSON.stringify(report, null, 2)}\n`;
+  await mkdir(path.join(dir, 'int8'), { recursive: true });
+  await writeFile(path.join(dir, reportName), json);
+  const manifest = JSON.parse(await readFile(path.join(dir, MANIFEST), 'utf8')) as Manifest;
+  for (const role of INT8_ROLES) {
+    delete manifest.files[`${role}_int8`];
+    if (report[role].accepted) manifest.files[`${role}_int8`] = { name: int8Path(role), size: report[role].bytes ?? 0 };
+  }
+  manifest.files[INT8_REPORT_ROLE] = { name: reportName, size: Buffer.byteLength(json) };
+  await store.writeManifest(installed.id, manifest);
+  const image = report.imagePsnr === undefined ? '' : `; prompt to image ${report.imagePsnr.toFixed(1)} dB PSNR from fp32's`;
+  say(`  ${describeInt8(report)}${image} (${report.seconds} s)`);
+  return (await store.resolve(installed.id)) ?? installed;
+}
+
+function relativeError(reference: Float32Array, other: Float32Array): number {
+  let diff = 0;
+  let norm = 0;
+  for (let i = 0; i < reference.length; i++) {
+    diff += (reference[i]! - other[i]!) ** 2;
+    norm += reference[i]! ** 2;
+  }
+  return Math.sqrt(diff / Math.max(norm, Number.MIN_VALUE));
+}
+
+/** PSNR of two decoded images (values in [-1, 1]) as the 8-bit images they become. */
+export function imagePsnr(reference: Float32Array, other: Float32Array): number {
+  const byte = (v: number) => Math.round(Math.min(1, Math.max(0, (v + 1) / 2)) * 255);
+  let sum = 0;
+  for (let i = 0; i < reference.length; i++) sum += (byte(reference[i]!) - byte(other[i]!)) ** 2;
+  const mse = sum / reference.length;
+  return mse === 0 ? Infinity : 10 * Math.log10((255 * 255) / mse);
+}

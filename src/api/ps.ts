@@ -11,6 +11,8 @@ export interface RunningModel {
   pid: number | null;
   /** That process's resident memory, in bytes, as the system counts it (Linux); null when unknown. */
   rss_bytes: number | null;
+  /** The most that process has held resident since it started (a model's working set at its peak: an image model's during a decode), in bytes; null when unknown. */
+  peak_rss_bytes: number | null;
   /** Requests being served by the model now. */
   active_requests: number;
   /** Requests waiting for it: for a free chat sequence, or their turn in its job queue. */

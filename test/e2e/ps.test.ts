@@ -61,6 +61,7 @@ describe('lserve ps', () => {
     expect(model.pid).toEqual(expect.any(Number));
     expect(model.pid).not.toBe(process.pid);
     expect(model.rss_bytes).toBeGreaterThan(10 * 1024 * 1024);
+    expect(model.peak_rss_bytes).toBeGreaterThanOrEqual(model.rss_bytes!);
     expect(Date.parse(model.loaded_at)).toBeLessThanOrEqual(Date.now());
     // The server's keep-alive is 10 minutes, counted from the end of the request.
     const left = Date.parse(model.expires_at!) - Date.now();
@@ -70,7 +71,7 @@ describe('lserve ps', () => {
     const json = await ps(server, ['--json']);
     expect(json.code).toBe(0);
     const listed = JSON.parse(json.stdout) as RunningModel[];
-    expect(listed).toEqual([{ ...model, expires_at: listed[0]!.expires_at, rss_bytes: listed[0]!.rss_bytes }]);
+    expect(listed).toEqual([{ ...model, expires_at: listed[0]!.expires_at, rss_bytes: listed[0]!.rss_bytes, peak_rss_bytes: listed[0]!.peak_rss_bytes }]);
     expect(Date.parse(listed[0]!.expires_at!)).toBeGreaterThanOrEqual(Date.parse(model.expires_at!));
 
     const table = await ps(server);

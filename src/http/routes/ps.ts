@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import type { RunningModel, RunningModelList } from '../../api/ps.js';
-import { residentBytes } from '../../core/process-memory.js';
+import { peakResidentBytes, residentBytes } from '../../core/process-memory.js';
 import type { ServerContext } from '../context.js';
 
 /**
@@ -23,6 +23,7 @@ export function psRouter({ engine }: ServerContext): Router {
         memory_bytes: m.memoryBytes,
         pid: m.pid ?? null,
         rss_bytes: m.pid === undefined ? null : (residentBytes(m.pid) ?? null),
+        peak_rss_bytes: m.pid === undefined ? null : (peakResidentBytes(m.pid) ?? null),
         active_requests: Math.max(0, m.activeRequests - m.queued),
         queued: m.queued,
         loaded_at: new Date(m.loadedAt).toISOString(),

@@ -2,9 +2,10 @@
  * Image generation benchmark (not a test): SD-Turbo-sized synthetic graphs
  * (text encoder 340M, UNet 865M, VAE decoder 49M weights, fp16 as the ORT
  * export ships them; random weights: the image is noise, the compute is
- * real) through lserve's own task function, in four variants — fp16 as
- * shipped vs the fp32 conversion `lserve pull` writes, each with the full
- * VAE decoder and with TAESD — each variant in its own process for its peak
+ * real) through lserve's own task function, in six variants — fp16 as
+ * shipped, the fp32 conversion `lserve pull` writes, and the int8 UNet and
+ * VAE decoder where its probe kept them (the probe's figures are printed),
+ * each with the full VAE decoder and with TAESD — each in its own process for its peak
  * memory, at 1 and 4 steps (--steps). Then ONNX Runtime's own MatMul and
  * Conv throughput on this machine, the fraction of it a UNet step reaches,
  * and where the step's time goes (ORT's profiler by operator type, fp16 and
@@ -12,7 +13,7 @@
  * of --reps runs: on a shared machine the best run is the one least slowed
  * by other people's work (the load average is printed at start and end).
  *
- *   npx tsx bench/images.ts [--threads 2] [--size 512x512] [--steps 1,4] [--reps 2] [--skip fp16,fp32,taesd,matmul,profile]
+ *   npx tsx bench/images.ts [--threads 2] [--size 512x512] [--steps 1,4] [--reps 2] [--skip fp16,fp32,int8,taesd,matmul,profile]
  *   npx tsx bench/images.ts --shape tiny --size 64x64     # the tests' tiny model: checks the benchmark itself
  *
  * The graphs are generated once into bench/.cache (≈ 2.6 GB fp16, plus
@@ -77,6 +78,8 @@ function summarise(rows: Measured[]): { text: number; step: number; vae: number;
   };
 }
 
+type Precision = 'fp16' | 'fp32' | 'int8';
+
 const fmt = (v: number, digits = 1) => (Number.isFinite(v) ? v.toFixed(digits) : '-');
 const gb = (bytes: number) => `${(bytes / 1e9).toFixed(2)} GB`;
 
@@ -90,8 +93,8 @@ async function folderBytes(dir: string, files: string[]): Promise<number> {
   return total;
 }
 
-/** A home with the real-size model (and TAESD) registered; converted to fp32 when asked. */
-async function home(name: string, folder: string, taesd: string, fp32: boolean): Promise<string> {
+/** A home with the real-size model (and TAESD) registered; prepared as \`lserve pull\` does (fp32 conversion, int8 graphs) when asked. */
+async function home(name: string, folder: string, taesd: string, prepare: boolean): Promise<string> {
   const dir = path.join(CACHE, name);
   await mkdir(dir, { recursive: true });
   const engine = new Engine({ home: dir });
@@ -99,11 +102,11 @@ async function home(name: string, folder: string, taesd: string, fp32: boolean):
     let model = await engine.store.resolve(MODEL);
     if (!model) model = (await engine.store.registerDirectory(folder, { kind: 'image', id: MODEL })).model;
     if (!(await engine.store.resolve(TINY))) await engine.store.registerDirectory(taesd, { kind: 'image', id: TINY });
-    if (fp32) {
+    if (prepare) {
       const started = performance.now();
       const before = Object.keys(model.files).length;
       model = await prepareImageModel(engine.store, model, (line) => console.log(`  ${line}`));
-      if (Object.keys(model.files).length > before) console.log(`  fp32 conversion: ${fmt((performance.now() - started) / 1000)} s`);
+      if (Object.keys(model.files).length > before) console.log(`  preparation: ${fmt((performance.now() - started) / 1000)} s`);
     }
   } finally {
     await engine.close();
@@ -112,10 +115,12 @@ async function home(name: string, folder: string, taesd: string, fp32: boolean):
 }
 
 /** One process per decoder (the model's VAE, or TAESD alone), so that each peak is that decoder's. */
-function runVariant(dir: string, decoder: string): Promise<Measured[]> {
+function runVariant(dir: string, decoder: string, precision: Precision): Promise<Measured[]> {
   const script = fileURLToPath(new URL('./images/variant.ts', import.meta.url));
+  // fp32 on a home that has int8 graphs too: the loader's switch (int8-report.ts) picks the fp32 ones.
+  const env = { ...process.env, LSERVE_IMAGE_PRECISION: precision === 'fp32' ? 'fp32' : '' };
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, dir, MODEL, String(threads), args.size, args.steps, args.reps, decoder], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, dir, MODEL, String(threads), args.size, args.steps, args.reps, decoder], { stdio: ['ignore', 'pipe', 'inherit'], env });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d));
     child.on('error', reject);
@@ -151,13 +156,15 @@ async function main(): Promise<void> {
   // ORT's throughput is taken before and after the variants; the better of the two is the machine's rate.
   const before = skip.has('matmul') ? undefined : await ortThroughput(threads);
   const results: Array<{ variant: string; rows: Measured[] }> = [];
-  for (const [variant, fp32] of [['fp16 as shipped', false], ['fp32 (converted)', true]] as const) {
-    if (skip.has(fp32 ? 'fp32' : 'fp16')) continue;
+  const variants: Array<[string, Precision]> = [['fp16 as shipped', 'fp16'], ['fp32 (converted)', 'fp32'], ['int8 where the probe kept it', 'int8']];
+  for (const [variant, precision] of variants) {
+    if (skip.has(precision)) continue;
     console.log(`\n${variant}:`);
-    const dir = await home(fp32 ? 'images-home-fp32' : 'images-home-fp16', folder, taesd, fp32);
+    // One prepared home (fp32 conversion and int8 graphs) serves the fp32 and int8 variants.
+    const dir = await home(precision === 'fp16' ? 'images-home-fp16' : 'images-home-fp32', folder, taesd, precision !== 'fp16');
     const rows: Measured[] = [];
     for (const decoder of skip.has('taesd') ? [''] : ['', TINY]) {
-      const measured = await runVariant(dir, decoder);
+      const measured = await runVariant(dir, decoder, precision);
       for (const r of measured) {
         console.log(`  ${r.decoder.padEnd(11)} ${r.stepCount} step${r.stepCount > 1 ? 's' : ' '}  text ${fmt(r.text, 2)} s  UNet step ${r.steps.map((s) => fmt(s, 2)).join(' / ')} s  decode+png ${fmt(r.decode, 2)} s  image ${fmt(r.total, 2)} s  peak RSS ${gb(r.peakRss)}${r.warmup ? `  (load + first image ${fmt(r.warmup)} s, estimate ${gb(r.estimate ?? 0)})` : ''}`);
       }

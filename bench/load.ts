@@ -122,7 +122,7 @@ const log = (message: string) => console.log(message);
 // The server
 
 /** Server log lines that are routine (model loads, process starts, shutdown), not worth printing. */
-const ROUTINE = /^(lserve listening on |playground: |loading \S+$|unloaded \S+$|evicting \S+ to make room for |unloading \S+: more models are loaded|SIGTERM: shutting down|started the sherpa-onnx \S+ \S+ process|replacing the sherpa-onnx \S+ \S+ process|sherpa-onnx [\d.]+ ready|\S+: context (plan|ready)|qwen3-tts \S+: \w+ model loaded in|qwen3-tts \S+: tok_decoder takes|\S+: sherpa-onnx .* loaded in )/;
+const ROUTINE = /^(lserve listening on |playground: |loading \S+$|unloaded \S+$|evicting \S+ to make room for |unloading \S+: more models are loaded|SIGTERM: shutting down|started the sherpa-onnx \S+ \S+ process|replacing the sherpa-onnx \S+ \S+ process|sherpa-onnx [\d.]+ ready|\S+: context (plan|ready)|qwen3-tts \S+: \w+ model loaded in|qwen3-tts \S+: tok_decoder takes|\S+: sherpa-onnx .* loaded in |\S+: (text encoder (int8|fp32)|UNet and VAE decoder in fp32) )/;
 
 /** A request log line (`POST /v1/ocr 200 12ms`) → its status, or undefined for other lines. */
 function statusOf(line: string): number | undefined {

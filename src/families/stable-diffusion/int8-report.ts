@@ -39,7 +39,7 @@ export interface Int8Report {
   text_encoder: RoleReport;
   unet: RoleReport;
   vae_decoder: RoleReport;
-  /** Both int8 graphs against both fp32 ones, prompt to image (dB): what a user sees, reported, not a criterion. */
+  /** The kept int8 graphs (when the UNet and VAE decoder both are) against fp32, prompt to image (dB): what a user sees, reported, not a criterion. */
   imagePsnr?: number;
   seconds: number;
 }

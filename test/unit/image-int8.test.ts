@@ -18,8 +18,9 @@ import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
  * removed by the probe's bounds, recorded, chosen by the loader, said in the
  * load line, priced in the memory estimate, and making the fp32 pipeline's
  * image within the bound. The tiny model's random UNet misses the 10 % bound
- * with 8-bit activations (its noise prediction moves ≈ 20 %) and holds it
- * with 8-bit weights alone; its near-identity VAE decoder holds it in full.
+ * with 8-bit activations in its convolutions (its noise prediction moves
+ * ≈ 20 %) and holds it with them in its weight products alone; its
+ * near-identity VAE decoder holds it in full.
  * Other bounds show the other paths.
  */
 
@@ -82,14 +83,14 @@ describe('int8 graphs prepared at pull', () => {
     expect(report.text_encoder.error!).toBeLessThanOrEqual(UNET_TOLERANCE);
     expect(report.vae_decoder).toMatchObject({ accepted: true, int8: 'Conv and MatMul' });
     expect(report.vae_decoder.psnr!).toBeGreaterThanOrEqual(VAE_MIN_PSNR);
-    // The UNet: 8-bit activations miss, 8-bit weights hold.
-    expect(report.unet).toMatchObject({ accepted: true, int8: 'weights' });
+    // The UNet: 8-bit activations in its convolutions miss, in its weight products alone hold.
+    expect(report.unet).toMatchObject({ accepted: true, int8: 'MatMul' });
     expect(report.unet.error!).toBeLessThanOrEqual(UNET_TOLERANCE);
     expect(report.unet.tried).toEqual([expect.stringMatching(/^Conv and MatMul in int8: its noise prediction is [\d.]+ % off fp32's, more than 10 %$/), expect.stringMatching(/^Conv in int8: its noise prediction is/)]);
     for (const role of ['text_encoder', 'unet', 'vae_decoder']) expect(model.files[`${role}_int8`]).toBe(path.join(engine.store.modelDir('sd-int8'), 'int8', role, 'model.onnx'));
     // Nothing of the measuring graphs is left behind.
     expect((await readdir(path.join(engine.store.modelDir('sd-int8'), 'int8'))).sort()).toEqual(['report.json', 'text_encoder', 'unet', 'vae_decoder']);
-    expect(said.join('\n')).toMatch(/text encoder int8 weights \(noise prediction within [\d.]+ %\), UNet int8 weights \(noise prediction within [\d.]+ %\), VAE decoder int8 \([\d.]+ dB PSNR\)/);
+    expect(said.join('\n')).toMatch(/text encoder int8 weights \(noise prediction within [\d.]+ %\), UNet int8 products \(noise prediction within [\d.]+ %\), VAE decoder int8 \([\d.]+ dB PSNR\)/);
 
     // A second pull does not prepare again.
     const again: string[] = [];
@@ -105,7 +106,7 @@ describe('int8 graphs prepared at pull', () => {
 
   it('loads the int8 graphs, says so, prices them, and makes the fp32 image within the bound', async () => {
     const [withInt8, withFp32] = [await pixels('sd-int8'), await pixels('sd-fp32')];
-    expect(lines.join('\n')).toMatch(/sd-int8: text encoder int8 weights \(.*\), UNet int8 weights \(.*\), VAE decoder int8 \([\d.]+ dB PSNR\)/);
+    expect(lines.join('\n')).toMatch(/sd-int8: text encoder int8 weights \(.*\), UNet int8 products \(.*\), VAE decoder int8 \([\d.]+ dB PSNR\)/);
     expect(lines.join('\n')).toMatch(/sd-fp32: UNet and VAE decoder in fp32 \(no int8 graphs prepared; `lserve pull sd-fp32` prepares them\)/);
     // Each graph has its own bound; the image all three make together is reported at pull (imagePsnr), not bounded.
     // 25 dB: what small differences of every pixel give (29.4 dB here); a broken graph's image is noise (< 15 dB).
@@ -131,7 +132,7 @@ describe('int8 graphs prepared at pull', () => {
 
   it('removes every graph no plan holds for, and loads fp32 saying why', async () => {
     const { model, said } = await preparedWith('sd-none', { unet: 0, vaePsnr: 1000 });
-    expect(said).toMatch(/text encoder fp32 \(weights in int8: the UNet's noise prediction from its states is [\d.]+ % off fp32's, more than 0 %\), UNet fp32 \(Conv and MatMul in int8: .*; Conv in int8: .*; weights in int8: .*\), VAE decoder fp32 \(.*under 1000 dB\)/);
+    expect(said).toMatch(/text encoder fp32 \(weights in int8: the UNet's noise prediction from its states is [\d.]+ % off fp32's, more than 0 %\), UNet fp32 \(Conv and MatMul in int8: .*; Conv in int8: .*; MatMul in int8: .*; weights in int8: .*\), VAE decoder fp32 \(.*under 1000 dB\)/);
     for (const role of ['text_encoder', 'unet', 'vae_decoder']) expect(model.files[`${role}_int8`]).toBeUndefined();
     expect(await readdir(path.join(engine.store.modelDir('sd-none'), 'int8'))).toEqual(['report.json']);
     expect(await pixels('sd-none')).toEqual(await pixels('sd-fp32'));

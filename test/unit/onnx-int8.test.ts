@@ -180,7 +180,13 @@ describe('the QDQ graph', () => {
     conv.input![0] = 'x32';
     const plan = int8Plan(onnx.ModelProto.decode(onnx.ModelProto.encode(graph).finish()), { floatInputs: ['x'] });
     expect(int8Plan(onnx.ModelProto.decode(convMatMulGraph()), { ops: ['Conv'] }).nodes.map((n) => n.opType)).toEqual(['Conv', 'Conv']);
-    expect(plan.nodes.map((n) => n.input[1])).toEqual(['conv2.weight', 'fc.weight']);
+    const mixed = int8Plan(onnx.ModelProto.decode(convMatMulGraph()), { ops: ['MatMul'], weightOps: ['Conv'] });
+    expect(mixed.nodes.map((n) => n.opType)).toEqual(['Conv', 'Conv', 'MatMul']);
+    expect([...mixed.weightsOnly].map((n) => n.opType)).toEqual(['Conv', 'Conv']);
+    expect(mixed.activations.sort()).toEqual(['f']);
+    // Its reader keeps 8-bit weights, with fp32 activations.
+    expect(plan.nodes.map((n) => n.input[1])).toEqual(['conv1.weight', 'conv2.weight', 'fc.weight']);
+    expect([...plan.weightsOnly].map((n) => n.input[1])).toEqual(['conv1.weight']);
     expect(plan.activations).not.toContain('x32');
   });
 

@@ -27,7 +27,7 @@ export interface RoleReport {
   psnr?: number;
   /** Bytes of the int8 graph and its data. */
   bytes?: number;
-  /** What is int8: `Conv and MatMul` (weights and activations), `Conv`, or `weights` (weights alone). */
+  /** The operators with 8-bit activations (`Conv and MatMul`, `Conv`, `MatMul`; every other weight 8-bit too), or `weights` (weights alone). */
   int8?: string;
   /** Bolder plans that missed, with why. */
   tried?: string[];
@@ -71,7 +71,7 @@ export const percent = (e: number | undefined) => (e === undefined ? '' : `${(e 
 export function describeInt8(report: Int8Report): string {
   const role = (name: string, r: RoleReport | undefined, figure: string) => {
     if (!r) return `${name} fp32`;
-    const kind = r.int8 === 'weights' ? 'int8 weights' : r.int8 === 'Conv' ? 'int8 convolutions' : 'int8';
+    const kind = { weights: 'int8 weights', Conv: 'int8 convolutions', MatMul: 'int8 products' }[r.int8 ?? ''] ?? 'int8';
     return `${name} ${r.accepted ? `${kind} (${figure})` : `fp32 (${r.reason})`}`;
   };
   return [

@@ -204,20 +204,23 @@ async function withRanges<T>(graph: string, workDir: string, ranges: Map<string,
 }
 
 /**
- * The plans tried, boldest first: convolutions and weight products in int8,
- * then convolutions alone (fewer 8-bit steps in series, so less error adds
- * up; most of a UNet's and all of a VAE decoder's work is in convolutions),
- * then the weights alone (no speed, a quarter of the memory).
+ * The plans tried, boldest first: 8-bit activations in convolutions and
+ * weight products; in convolutions alone; in weight products alone (fewer
+ * 8-bit steps in series, so less error adds up); then 8-bit weights alone
+ * (no speed, a quarter of the memory). What a plan leaves without 8-bit
+ * activations keeps 8-bit weights.
  */
 const PLANS: readonly PlanOptions[] = [
   { ops: ['Conv', 'MatMul'], floatInputs: FLOAT_INPUTS },
-  { ops: ['Conv'], floatInputs: FLOAT_INPUTS },
-  { weightsOnly: true },
+  { ops: ['Conv'], weightOps: ['MatMul'], floatInputs: FLOAT_INPUTS },
+  { ops: ['MatMul'], weightOps: ['Conv'], floatInputs: FLOAT_INPUTS },
+  { ops: [], weightOps: ['Conv', 'MatMul'] },
 ];
 /** The text encoder runs once a request (0.15 s at SD-Turbo's size): only its memory is worth saving. */
-const WEIGHTS_ONLY: readonly PlanOptions[] = [{ weightsOnly: true }];
+const WEIGHTS_ONLY: readonly PlanOptions[] = [PLANS.at(-1)!];
 
-const planName = (plan: PlanOptions) => (plan.weightsOnly ? 'weights' : (plan.ops ?? []).join(' and '));
+/** A plan as the report names it: the operators with 8-bit activations, or `weights`. */
+const planName = (plan: PlanOptions) => (plan.ops?.length ? plan.ops.join(' and ') : 'weights');
 
 type Probed = RoleReport & { accepted: boolean; reason: string };
 
@@ -277,11 +280,14 @@ function relativeError(reference: Float32Array, other: Float32Array): number {
   return Math.sqrt(diff / Math.max(norm, Number.MIN_VALUE));
 }
 
-/** PSNR of two decoded images (values in [-1, 1]) as the 8-bit images they become. */
+/** Identical 8-bit images: PSNR's infinity, kept finite for JSON. */
+const SAME_IMAGE_PSNR = 100;
+
+/** PSNR of two decoded images (values in [-1, 1]) as the 8-bit images they become; SAME_IMAGE_PSNR when they are the same. */
 export function imagePsnr(reference: Float32Array, other: Float32Array): number {
   const byte = (v: number) => Math.round(Math.min(1, Math.max(0, (v + 1) / 2)) * 255);
   let sum = 0;
   for (let i = 0; i < reference.length; i++) sum += (byte(reference[i]!) - byte(other[i]!)) ** 2;
   const mse = sum / reference.length;
-  return mse === 0 ? Infinity : 10 * Math.log10((255 * 255) / mse);
+  return mse === 0 ? SAME_IMAGE_PSNR : Math.min(SAME_IMAGE_PSNR, 10 * Math.log10((255 * 255) / mse));
 }

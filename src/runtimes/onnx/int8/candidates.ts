@@ -23,8 +23,8 @@ export interface Int8Plan {
   activations: string[];
   /** The weight's axis of output channels (per-channel scales), by node: 0 for a Conv's [M, C, k…], 1 for a MatMul's [K, N]. */
   axis: Map<OnnxTypes.NodeProto, number>;
-  /** Only the weights are int8 (dequantized as each run reads them; products in fp32): no activation is quantized. */
-  weightsOnly: boolean;
+  /** Nodes whose weights alone are int8 (dequantized as each run reads them; the product in fp32). */
+  weightsOnly: Set<OnnxTypes.NodeProto>;
 }
 
 /** The per-axis QuantizeLinear/DequantizeLinear the rewrite uses came with opset 13. */
@@ -36,15 +36,22 @@ const MIN_OPSET = 13;
  * model (a UNet's text states) can carry outliers that one 8-bit scale
  * would crush, and the products that read it are small.
  */
+type Op = 'Conv' | 'MatMul';
+
 export interface PlanOptions {
   floatInputs?: readonly string[];
-  /** Which operators to rewrite (default both): convolutions alone are the cautious choice, their products' errors add up less. */
-  ops?: ReadonlyArray<'Conv' | 'MatMul'>;
-  /** Weights only: a quarter of the memory, fp32 products (ONNX Runtime keeps DequantizeLinear of a constant as a node rather than folding it back into fp32). */
-  weightsOnly?: boolean;
+  /** Operators whose weights and activations are int8 (default both): convolutions alone are the cautious choice, their products' errors add up less. */
+  ops?: readonly Op[];
+  /**
+   * Operators whose weights alone are int8 (the others' and the nodes reading
+   * a float input): a quarter of the memory, fp32 products (ONNX Runtime
+   * keeps DequantizeLinear of a constant as a node rather than folding it
+   * back into fp32).
+   */
+  weightOps?: readonly Op[];
 }
 
-export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = ['Conv', 'MatMul'], weightsOnly = false }: PlanOptions = {}): Int8Plan {
+export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = ['Conv', 'MatMul'], weightOps = [] }: PlanOptions = {}): Int8Plan {
   const graph = model.graph as OnnxTypes.GraphProto;
   const opset = model.opsetImport.find((o) => !o.domain || o.domain === 'ai.onnx');
   if (!opset || Number(opset.version) < MIN_OPSET) throw new Unquantizable(`opset ${opset?.version ?? 'unknown'} is older than ${MIN_OPSET}, the first with per-channel quantization`);
@@ -52,6 +59,7 @@ export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = 
   const outputs = new Set(graph.output.map((o) => o.name));
   const nodes: OnnxTypes.NodeProto[] = [];
   const axis = new Map<OnnxTypes.NodeProto, number>();
+  const weightsOnly = new Set<OnnxTypes.NodeProto>();
   const activations = new Set<string>();
   const kept = new Set(floatInputs);
   for (const node of graph.node as OnnxTypes.NodeProto[]) {
@@ -59,13 +67,16 @@ export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = 
     const [data, weight, bias] = node.input;
     if ((node.opType === 'Cast' || node.opType === 'Identity') && data && kept.has(data)) node.output.forEach((o) => kept.add(o));
     const w = weight ? floats.get(weight) : undefined;
-    if (!data || !w || floats.has(data) || kept.has(data)) continue;
-    if (!ops.includes(node.opType as 'Conv' | 'MatMul')) continue;
-    if (node.opType === 'Conv' && w.dims.length >= 3 && (!bias || floats.has(bias))) axis.set(node, 0);
-    else if (node.opType === 'MatMul' && w.dims.length === 2) axis.set(node, 1);
+    const op = node.opType as Op;
+    if (!data || !w || floats.has(data) || (!ops.includes(op) && !weightOps.includes(op))) continue;
+    if (op === 'Conv' && w.dims.length >= 3 && (!bias || floats.has(bias))) axis.set(node, 0);
+    else if (op === 'MatMul' && w.dims.length === 2) axis.set(node, 1);
     else continue;
     nodes.push(node);
-    if (weightsOnly) continue;
+    if (!ops.includes(op) || kept.has(data)) {
+      weightsOnly.add(node);
+      continue;
+    }
     activations.add(data);
     const out = node.output[0];
     if (out && !outputs.has(out)) activations.add(out);

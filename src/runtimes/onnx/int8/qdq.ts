@@ -45,7 +45,7 @@ export async function writeInt8Graph(source: string, target: string, ranges: Rea
   const writer = new DataWriter(file, dataName, path.dirname(source));
   try {
     const rewrite = new QdqRewrite(graph, ranges, writer);
-    for (const node of plan.nodes) await (plan.weightsOnly ? rewrite.weight(node, plan.axis.get(node)!) : rewrite.node(node, plan.axis.get(node)!));
+    for (const node of plan.nodes) await (plan.weightsOnly.has(node) ? rewrite.weight(node, plan.axis.get(node)!) : rewrite.node(node, plan.axis.get(node)!));
     rewrite.finish();
     // What stayed fp32 (norms, biases of other ops, weights no rewritten node reads) is copied as it was.
     for (const tensor of graph.initializer as OnnxTypes.TensorProto[]) {

@@ -27,14 +27,14 @@ import { asFloats, timestepTensor } from './tensors.js';
  * - the VAE decoder's image of the fp32 pipeline's final latents within
  *   VAE_MIN_PSNR of the fp32 decoder's.
  *
- * Each role tries convolutions and weight products in int8, then
- * convolutions alone; a role neither holds for runs in fp32. The report
- * (`int8/report.json`, role `int8_report`) keeps the figures, and the loader
- * states them in its load line. On SD-Turbo-sized graphs (2 cores) the int8
- * VAE decoder decodes 512×512 in 2.3 s instead of 6.2 s, and an int8 UNet
- * would step in 1.2 s instead of 2.3 s with 0.9 GB of weights instead of
- * 3.5 GB, but the synthetic (random-weight) UNet misses the bound: the real
- * weights decide at pull (bench/images.md).
+ * Each role tries the plans of PLANS in turn and keeps the first that
+ * holds; a role none holds for runs in fp32. The report (`int8/report.json`,
+ * role `int8_report`) keeps the figures, and the loader states them in its
+ * load line. On SD-Turbo-sized graphs (2 cores) the int8 VAE decoder decodes
+ * 512×512 in 2.2 s instead of 5.7 s; the synthetic (random-weight) UNet
+ * holds the bound with 8-bit activations in its weight products only (with
+ * them in its convolutions too it would step in 1.2 s instead of 2.1 s: a
+ * real model's weights decide at its pull; bench/images.md).
  */
 
 /**

@@ -69,7 +69,7 @@ function shippedBytes(installed: InstalledModel, role: string): number {
  * between images), scaled by the model's default image area. Larger
  * requested sizes need more than this. The int8 graphs pull keeps count
  * their own bytes with the fp32 graphs' workspace (4.13 GB estimated
- * against a runner's 4.05 GB peak, bench/images.md).
+ * against a runner's 3.78 GB peak, bench/images.md).
  */
 const FP16_AS_SHIPPED = 2.5;
 const WORKSPACE_PER_WEIGHT_AT_512 = 0.5;

@@ -6,6 +6,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAudio } from '../../src/audio/decode.js';
+import { wavHeader } from '../../src/audio/encode/wav.js';
 import { syntheticPiperVoice } from '../fixtures/onnx/piper.js';
 import { tinySdTurboModel } from '../fixtures/onnx/sd-turbo/index.js';
 import { tinyWhisperModel } from '../fixtures/onnx/whisper.js';
@@ -15,10 +16,18 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
  * The MCP tools that make or read media, end to end on the suite's synthetic
  * Piper voice, Whisper export and SD-Turbo, through the official SDK's
  * client over Streamable HTTP: each answers what the HTTP API answers for
- * the same request.
+ * the same request; transcribe_audio on a recording longer than Whisper's
+ * 30-second window reports its progress window by window.
  */
 
 const SPEECH = fileURLToPath(new URL('../fixtures/audio/speech.wav', import.meta.url));
+
+/** speech.wav (a 44-byte header, 16-bit mono PCM at 16 kHz) repeated to at least `seconds`. */
+function longRecording(seconds: number): Buffer {
+  const pcm = readFileSync(SPEECH).subarray(44);
+  const data = Buffer.concat(Array.from({ length: Math.ceil((seconds * 16_000 * 2) / pcm.length) }, () => pcm));
+  return Buffer.concat([wavHeader(16_000, data.length), data]);
+}
 
 describe('MCP media tools (serve --mcp)', () => {
   let server: TestServer;
@@ -92,4 +101,19 @@ describe('MCP media tools (serve --mcp)', () => {
     const [ours, theirs] = await Promise.all([png, Buffer.from(http.data[0]!.b64_json, 'base64')].map((b) => sharp(b).raw().toBuffer()));
     expect(ours!.equals(theirs!)).toBe(true);
   });
+
+  it('transcribe_audio notifies progress window by window on a 70-second recording, up to its total', async () => {
+    const progress: Array<{ progress: number; total?: number }> = [];
+    const result = (await client.callTool(
+      { name: 'transcribe_audio', arguments: { audio_base64: longRecording(70).toString('base64'), language: 'en' } },
+      undefined,
+      { onprogress: (p) => progress.push(p), timeout: 120_000 },
+    )) as CallToolResult;
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    expect((result.structuredContent as { duration: number }).duration).toBeGreaterThanOrEqual(70);
+    expect(progress.length).toBeGreaterThanOrEqual(2);
+    const values = progress.map((p) => p.progress);
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(progress.at(-1)!.progress).toBe(progress.at(-1)!.total);
+  }, 180_000);
 });

@@ -82,7 +82,8 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
   const sched = schedule(config, Math.min(2, maxScheduledSteps(config)));
   say(`Preparing ${installed.id}'s text encoder, UNet and VAE decoder with 8-bit weights (once: calibrated on ${CALIBRATION.length} images, then checked against fp32 on another):`);
 
-  const contexts = await encodePrompts(installed, graphs.textEncoder, [...CALIBRATION.map((c) => c.prompt), PROBE.prompt]);
+  const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(defaults.pad_token_id ?? 0));
+  const contexts = await encodePrompts(tokenizer, graphs.textEncoder, [...CALIBRATION.map((c) => c.prompt), PROBE.prompt]);
   const work = path.join(dir, 'int8');
   const report: Int8Report = { width, height, text_encoder: { accepted: false }, unet: { accepted: false }, vae_decoder: { accepted: false }, seconds: 0 };
 
@@ -97,7 +98,7 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
     const probe = await run(unet, contexts.at(-1)!, PROBE.seed);
     // The text encoder is held to what the fp32 UNet predicts from its states.
     report.text_encoder = await probeRole(graphs.textEncoder, textFile!, new Map(), WEIGHTS_ONLY, async (text) => {
-      const [states] = await encodeWith(installed, text, [PROBE.prompt]);
+      const [states] = await encodeWith(tokenizer, text, [PROBE.prompt]);
       const out = await unet.runWith({ ...copyFeeds(probe.firstInput!), encoder_hidden_states: copy(states!) }, { fetch: [unet.outputName] });
       const error = relativeError(probe.firstOutput!, asFloats(out[unet.outputName], 'UNet'));
       int8States = error <= bounds.unet ? states : undefined;
@@ -133,17 +134,16 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
 }
 
 /** The prompts' text encoder states, one [1, tokens, width] tensor each. */
-async function encodePrompts(installed: InstalledModel, file: string, prompts: string[]): Promise<Tensor[]> {
+async function encodePrompts(tokenizer: ClipTokenizer, file: string, prompts: string[]): Promise<Tensor[]> {
   const session = await OnnxSession.create(file, { threads: 0 });
   try {
-    return await encodeWith(installed, session, prompts);
+    return await encodeWith(tokenizer, session, prompts);
   } finally {
     await session.release();
   }
 }
 
-async function encodeWith(installed: InstalledModel, session: OnnxSession, prompts: string[]): Promise<Tensor[]> {
-  const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(installed.entry.defaults.pad_token_id ?? 0));
+async function encodeWith(tokenizer: ClipTokenizer, session: OnnxSession, prompts: string[]): Promise<Tensor[]> {
   const output = session.outputNames.includes('last_hidden_state') ? 'last_hidden_state' : session.outputName;
   const int64 = session.describe(session.inputName)?.type === 'int64';
   const states: Tensor[] = [];

@@ -30,15 +30,15 @@ export interface Int8Plan {
 /** The per-axis QuantizeLinear/DequantizeLinear the rewrite uses came with opset 13. */
 const MIN_OPSET = 13;
 
-/**
- * The plan for `model`. Nodes reading one of `floatInputs` (graph inputs,
- * directly or through Cast/Identity) stay fp32: an input computed by another
- * model (a UNet's text states) can carry outliers that one 8-bit scale
- * would crush, and the products that read it are small.
- */
 type Op = 'Conv' | 'MatMul';
 
 export interface PlanOptions {
+  /**
+   * Graph inputs whose readers (directly or through Cast/Identity) keep fp32
+   * activations, with 8-bit weights at most: an input computed by another
+   * model (a UNet's text states) can carry outliers that one 8-bit scale
+   * would crush, and the products that read it are small.
+   */
   floatInputs?: readonly string[];
   /** Operators whose weights and activations are int8 (default both): convolutions alone are the cautious choice, their products' errors add up less. */
   ops?: readonly Op[];
@@ -51,6 +51,7 @@ export interface PlanOptions {
   weightOps?: readonly Op[];
 }
 
+/** The plan for `model` under `options`. */
 export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = ['Conv', 'MatMul'], weightOps = [] }: PlanOptions = {}): Int8Plan {
   const graph = model.graph as OnnxTypes.GraphProto;
   const opset = model.opsetImport.find((o) => !o.domain || o.domain === 'ai.onnx');

@@ -51,6 +51,7 @@ const [width, height] = args.size.split('x').map(Number) as [number, number];
 const CACHE = fileURLToPath(new URL(`./.cache/${args.shape === 'tiny' ? 'tiny/' : ''}`, import.meta.url));
 const MODEL = 'sd-bench';
 const TINY = 'taesd-bench';
+const SD_TURBO_DEFAULTS = { steps: 1, max_steps: 4, guidance_scale: 0 };
 
 interface Measured {
   decoder: string;
@@ -100,7 +101,8 @@ async function home(name: string, folder: string, taesd: string, prepare: boolea
   const engine = new Engine({ home: dir });
   try {
     let model = await engine.store.resolve(MODEL);
-    if (!model) model = (await engine.store.registerDirectory(folder, { kind: 'image', id: MODEL })).model;
+    // The catalog's SD-Turbo defaults (1 step, no guidance): what its int8 preparation probes, as for `lserve pull sd-turbo`.
+    if (!model) model = await engine.store.setUserDefaults((await engine.store.registerDirectory(folder, { kind: 'image', id: MODEL })).model.id, SD_TURBO_DEFAULTS);
     if (!(await engine.store.resolve(TINY))) await engine.store.registerDirectory(taesd, { kind: 'image', id: TINY });
     if (prepare) {
       const started = performance.now();

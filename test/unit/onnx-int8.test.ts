@@ -6,6 +6,7 @@ import ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { int8Plan, Unquantizable } from '../../src/runtimes/onnx/int8/candidates.js';
 import { activationScale, quantizeWeight, writeInt8Graph } from '../../src/runtimes/onnx/int8/qdq.js';
+import { choosePlan } from '../../src/runtimes/onnx/int8/search.js';
 import { addRanges, removeRangeGraph, writeRangeGraph, type Range } from '../../src/runtimes/onnx/int8/ranges.js';
 import { OnnxSession } from '../../src/runtimes/onnx/session.js';
 import { convertToFp32 } from '../../src/runtimes/onnx/fp32.js';
@@ -198,5 +199,105 @@ describe('the QDQ graph', () => {
     const source = path.join(dir, 'fp32', 'model.onnx');
     await expect(writeInt8Graph(source, path.join(dir, 'missing', 'model.onnx'), new Map([['x', { min: -1, max: 1 }]]))).rejects.toThrow(/no calibrated range/);
     expect(existsSync(path.join(dir, 'missing', 'model.onnx'))).toBe(false);
+  });
+});
+
+/** x [1, 8, 16, 16] → `depth` × (Conv 3×3 with bias → Relu) → y: rounding errors that add up layer by layer. */
+function convChain(depth: number): Uint8Array {
+  const layers = Array.from({ length: depth }, (_, i) => i);
+  return model({
+    name: 'int8-chain',
+    input: [valueInfo('x', [1, 8, 16, 16])],
+    output: [valueInfo('y', [1, 8, 16, 16])],
+    initializer: layers.flatMap((i) => [floats(`conv${i}.weight`, [8, 8, 3, 3], values(8 * 8 * 9, 100 + i).map((v) => v * 0.3)), floats(`conv${i}.bias`, [8], values(8, 200 + i).map((v) => v * 0.1))]),
+    node: layers.flatMap((i) => [
+      node('Conv', [i ? `r${i - 1}` : 'x', `conv${i}.weight`, `conv${i}.bias`], [`h${i}`], [{ name: 'pads', type: onnx.AttributeProto.AttributeType.INTS, ints: [1, 1, 1, 1] }], `conv${i}`),
+      node('Relu', [`h${i}`], [i === depth - 1 ? 'y' : `r${i}`]),
+    ]),
+  });
+}
+
+describe('the plan search', () => {
+  it('adds 8-bit activations layer by layer while the summed harm stays within the bound, and leaves the chosen graph in place', async () => {
+    const source = path.join(dir, 'chain', 'model.onnx');
+    await mkdir(path.dirname(source), { recursive: true });
+    await writeFile(source, convChain(6));
+    const { file, outputs } = await writeRangeGraph(source, int8Plan(onnx.ModelProto.decode(await readFile(source))).activations, path.join(dir, 'work-chain'));
+    const calibration = await OnnxSession.create(file, { threads: 1 });
+    const ranges = new Map<string, Range>();
+    for (const seed of [31, 32]) addRanges(ranges, await calibration.runWith({ x: { type: 'float32', data: values(8 * 256, seed), dims: [1, 8, 16, 16] } }, { fetch: outputs }));
+    await calibration.release();
+    await removeRangeGraph(file);
+
+    const x = values(8 * 256, 33);
+    const reference = (await run(source, x)).y!;
+    const errorOf = async (session: OnnxSession) => {
+      const out = await session.runWith({ x: { type: 'float32', data: x.slice(), dims: [1, 8, 16, 16] } }, { fetch: ['y'] });
+      return relativeError(reference, out.y!.data as Float32Array);
+    };
+    const ladder = [{ ops: ['Conv' as const] }, { ops: [], weightOps: ['Conv' as const] }];
+    const target = path.join(dir, 'chain8', 'model.onnx');
+    // Every layer's rounding first, to set a bound between weights alone and 8-bit activations everywhere.
+    const measure = async (plan: (typeof ladder)[number]) => {
+      await writeInt8Graph(source, target, ranges, plan);
+      const session = await OnnxSession.create(target, { threads: 1 });
+      try {
+        return await errorOf(session);
+      } finally {
+        await session.release();
+      }
+    };
+    const [all, weights] = [await measure(ladder[0]!), await measure(ladder[1]!)];
+    expect(all).toBeGreaterThan(weights * 2);
+    const bound = Math.sqrt((all ** 2 + weights ** 2) / 2);
+    const probed: number[] = [];
+    const probe = async (session: OnnxSession) => {
+      const error = await errorOf(session);
+      probed.push(error);
+      return { error, accepted: error <= bound, loss: error ** 2, reason: `${error} over ${bound}` };
+    };
+    const { chosen, missed } = await choosePlan(source, target, ranges, ladder, probe, bound ** 2);
+    expect(missed).toEqual([expect.stringMatching(/^Conv in int8: /)]);
+    expect(chosen).toMatchObject({ name: 'weights', added: { op: 'Conv', of: 6 }, verdict: { accepted: true } });
+    const layers = chosen!.added!.layers;
+    expect(layers).toBeGreaterThan(0);
+    expect(layers).toBeLessThan(6);
+    // The ladder's two plans, a probe for each layer on its own, then the chosen runs together.
+    expect(probed.length).toBeGreaterThanOrEqual(2 + 6);
+    expect(chosen!.verdict.error).toBeGreaterThan(weights);
+    // The graph left in place is the chosen one, whatever was probed last: its layers read 8-bit activations, the others fp32.
+    const written = onnx.ModelProto.decode(await readFile(target));
+    const convs = written.graph!.node!.filter((n) => n.opType === 'Conv');
+    expect(convs.filter((n) => n.input![0]!.endsWith('::dequantized')).map((n) => n.name).sort()).toEqual([...chosen!.plan.activationNodes!].sort());
+    expect(convs.filter((n) => n.input![0]!.endsWith('::dequantized'))).toHaveLength(layers);
+    const again = await OnnxSession.create(target, { threads: 1 });
+    expect(await errorOf(again)).toBe(chosen!.verdict.error);
+    await again.release();
+    // A bound only the least harmful layer fits under: that layer's graph is put back in place after the other layers' probes.
+    const singles = probed.slice(2, 8);
+    const best = singles.indexOf(Math.min(...singles));
+    expect(best).toBeLessThan(5);
+    const tight = [...singles].sort((a, b) => a - b)[1]! * 0.999;
+    const one = await choosePlan(source, target, ranges, ladder, async (session) => {
+      const error = await errorOf(session);
+      return { error, accepted: error <= tight, loss: error ** 2, reason: 'over' };
+    }, tight ** 2);
+    expect(one.chosen).toMatchObject({ added: { layers: 1 }, plan: { activationNodes: new Set([`conv${best}`]) } });
+    const single = onnx.ModelProto.decode(await readFile(target)).graph!.node!.filter((n) => n.opType === 'Conv' && n.input![0]!.endsWith('::dequantized'));
+    expect(single.map((n) => n.name)).toEqual([`conv${best}`]);
+
+    // One data file for every plan: each weight written once.
+    expect((await readdir(path.dirname(target))).sort()).toEqual(['model.onnx', 'model.onnx.data']);
+    expect(one.chosen!.bytes).toBeLessThanOrEqual((await readFile(target)).length + (await readFile(`${target}.data`)).length);
+  });
+
+  it('removes the target when no plan holds', async () => {
+    const source = path.join(dir, 'chain', 'model.onnx');
+    const target = path.join(dir, 'chain-none', 'model.onnx');
+    const ranges = new Map<string, Range>();
+    const { chosen, missed } = await choosePlan(source, target, ranges, [{ ops: [], weightOps: ['Conv'] }], async () => ({ accepted: false, loss: 1, reason: 'never' }), 0.5);
+    expect(chosen).toBeUndefined();
+    expect(missed).toEqual(['weights in int8: never']);
+    expect(existsSync(path.dirname(target))).toBe(false);
   });
 });

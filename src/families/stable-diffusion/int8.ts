@@ -1,15 +1,16 @@
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { MANIFEST, type InstalledModel, type Manifest, type ModelStore } from '../../core/store.js';
-import { describeInt8, INT8_REPORT_ROLE, INT8_ROLES, int8Path, percent, UNET_TOLERANCE, VAE_MIN_PSNR, type Int8Report, type RoleReport } from './int8-report.js';
+import { describeInt8, INT8_REPORT_ROLE, INT8_ROLES, int8Path, percent, UNET_TOLERANCE, IMAGE_MIN_PSNR, type Int8Report, type RoleReport } from './int8-report.js';
 import { OnnxSession, type Tensor } from '../../runtimes/onnx/session.js';
-import { int8Plan, Unquantizable, type PlanOptions } from '../../runtimes/onnx/int8/candidates.js';
+import { int8Plan, type PlanOptions } from '../../runtimes/onnx/int8/candidates.js';
 import { addRanges, removeRangeGraph, writeRangeGraph, type Range } from '../../runtimes/onnx/int8/ranges.js';
-import { writeInt8Graph } from '../../runtimes/onnx/int8/qdq.js';
+import { choosePlan, type Verdict } from '../../runtimes/onnx/int8/search.js';
 import { ClipTokenizer } from './clip-tokenizer.js';
 import { gaussianNoise } from './noise.js';
 import { eulerStep, initNoiseSigma, maxScheduledSteps, parseSchedulerConfig, scaleInput, schedule, type Schedule, type SchedulerConfig } from './scheduler.js';
+import { guide } from './sample.js';
 import { asFloats, timestepTensor } from './tensors.js';
 
 /**
@@ -25,7 +26,7 @@ import { asFloats, timestepTensor } from './tensors.js';
  *   within UNET_TOLERANCE (relative L2 error), and the text encoder's by
  *   the same measure: the fp32 UNet's prediction from its states;
  * - the VAE decoder's image of the fp32 pipeline's final latents within
- *   VAE_MIN_PSNR of the fp32 decoder's.
+ *   IMAGE_MIN_PSNR of the fp32 decoder's.
  *
  * Each role tries the plans of PLANS in turn and keeps the first that
  * holds; a role none holds for runs in fp32. The report (`int8/report.json`,
@@ -67,7 +68,7 @@ interface Probe {
  * Prepares, probes and records the int8 graphs of an image model whose fp32
  * graphs are `graphs`, held to `bounds`; returns the model as now installed.
  */
-export async function prepareInt8(store: ModelStore, installed: InstalledModel, graphs: Graphs, say: (line: string) => void, bounds = { unet: UNET_TOLERANCE, vaePsnr: VAE_MIN_PSNR }): Promise<InstalledModel> {
+export async function prepareInt8(store: ModelStore, installed: InstalledModel, graphs: Graphs, say: (line: string) => void, bounds = { unet: UNET_TOLERANCE, psnr: IMAGE_MIN_PSNR }): Promise<InstalledModel> {
   const started = Date.now();
   const dir = store.modelDir(installed.id);
   const defaults = installed.entry.defaults;
@@ -80,16 +81,19 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
   const scaling = Number(defaults.vae_scaling_factor ?? 0.18215);
   const config = parseSchedulerConfig(installed.files.scheduler ? JSON.parse(await readFile(installed.files.scheduler, 'utf8')) : undefined);
   const sched = schedule(config, Math.min(2, maxScheduledSteps(config)));
+  // A guided model is probed as it samples by default: its prediction is u + g·(c − u), which scales the error of c − u by g.
+  const guidance = Number(defaults.guidance_scale ?? 0);
   say(`Preparing ${installed.id}'s text encoder, UNet and VAE decoder with 8-bit weights (once: calibrated on ${CALIBRATION.length} images, then checked against fp32 on another):`);
 
   const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(defaults.pad_token_id ?? 0));
-  const contexts = await encodePrompts(tokenizer, graphs.textEncoder, [...CALIBRATION.map((c) => c.prompt), PROBE.prompt]);
+  const prompts = [...CALIBRATION.map((c) => c.prompt), PROBE.prompt];
+  const contexts = await encodePrompts(tokenizer, graphs.textEncoder, prompts, guidance);
   const work = path.join(dir, 'int8');
   const report: Int8Report = { width, height, text_encoder: { accepted: false }, unet: { accepted: false }, vae_decoder: { accepted: false }, seconds: 0 };
 
   // UNet: calibrate along the schedule, then the fp32 probe.
   const unetRanges = new Map<string, Range>();
-  const run = (unet: OnnxSession, context: Tensor, seed: number, ranges?: Map<string, Range>) => denoise(unet, config, sched, context, gaussianNoise(seed, channels * h * w), [1, channels, h, w], ranges);
+  const run = (unet: OnnxSession, context: Tensor, seed: number, ranges?: Map<string, Range>) => denoise(unet, config, sched, context, guidance, gaussianNoise(seed, channels * h * w), [channels, h, w], ranges);
   const calibrated: Float32Array[] = [];
   const [textFile, unetFile, vaeFile] = INT8_ROLES.map((role) => path.join(dir, int8Path(role)));
   let int8States: Tensor | undefined;
@@ -98,11 +102,11 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
     const probe = await run(unet, contexts.at(-1)!, PROBE.seed);
     // The text encoder is held to what the fp32 UNet predicts from its states.
     report.text_encoder = await probeRole(graphs.textEncoder, textFile!, new Map(), WEIGHTS_ONLY, async (text) => {
-      const [states] = await encodeWith(tokenizer, text, [PROBE.prompt]);
+      const [states] = await encodeWith(tokenizer, text, [PROBE.prompt], guidance);
       const out = await unet.runWith({ ...copyFeeds(probe.firstInput!), encoder_hidden_states: copy(states!) }, { fetch: [unet.outputName] });
-      const error = relativeError(probe.firstOutput!, asFloats(out[unet.outputName], 'UNet'));
+      const error = relativeError(probe.firstOutput!, prediction(asFloats(out[unet.outputName], 'UNet'), guidance));
       int8States = error <= bounds.unet ? states : undefined;
-      return { error, accepted: error <= bounds.unet, reason: `the UNet's noise prediction from its states is ${percent(error)} off fp32's, more than ${bounds.unet * 100} %` };
+      return { error, accepted: error <= bounds.unet, loss: error ** 2, reason: `the UNet's noise prediction from its states is ${percent(error)} off fp32's, more than ${bounds.unet * 100} %` };
     });
     return probe;
   });
@@ -113,60 +117,81 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
     return decode(vae, toVae(fp32Probe.latents));
   });
 
-  // The UNet and VAE decoder, each probed on its own against fp32.
-  let int8Probe: Probe | undefined;
-  report.unet = await probeRole(graphs.unet, unetFile!, unetRanges, PLANS, async (session) => {
-    const out = await session.runWith(copyFeeds(fp32Probe.firstInput!), { fetch: [session.outputName] });
-    const error = relativeError(fp32Probe.firstOutput!, asFloats(out[session.outputName], 'UNet'));
-    const accepted = error <= bounds.unet;
-    // The whole denoising with the kept UNet (from the kept text encoder's states), for the prompt-to-image figure.
-    if (accepted) int8Probe = await run(session, int8States ?? contexts.at(-1)!, PROBE.seed);
-    return { error, accepted, reason: `its noise prediction is ${percent(error)} off fp32's, more than ${bounds.unet * 100} %` };
-  });
+  // The VAE decoder on the fp32 pipeline's latents; then the UNet from the kept text encoder's states, its image decoded by the kept
+  // VAE decoder against that decoder's image of the fp32 latents (the UNet's own harm to the image, at the kept decoder's cost).
+  const imageBound = meanSquaredError(bounds.psnr);
   report.vae_decoder = await probeRole(graphs.vaeDecoder, vaeFile!, vaeRanges, PLANS, async (session) => {
     const psnr = imagePsnr(fp32Image, await decode(session, toVae(fp32Probe.latents)));
-    const accepted = psnr >= bounds.vaePsnr;
-    if (accepted && int8Probe) report.imagePsnr = imagePsnr(fp32Image, await decode(session, toVae(int8Probe.latents)));
-    return { psnr, accepted, reason: `its image is ${psnr.toFixed(1)} dB PSNR from fp32's, under ${bounds.vaePsnr} dB` };
+    return { psnr, accepted: psnr >= bounds.psnr, loss: meanSquaredError(psnr), reason: `its image is ${psnr.toFixed(1)} dB PSNR from fp32's, under ${bounds.psnr} dB` };
+  }, imageBound);
+  await withSession(report.vae_decoder.accepted ? vaeFile! : graphs.vaeDecoder, async (vae) => {
+    const reference = report.vae_decoder.accepted ? await decode(vae, toVae(fp32Probe.latents)) : fp32Image;
+    report.unet = await probeRole(graphs.unet, unetFile!, unetRanges, PLANS, async (session) => {
+      const probe = await run(session, contexts.at(-1)!, PROBE.seed);
+      const error = relativeError(fp32Probe.firstOutput!, probe.firstOutput!);
+      if (error > bounds.unet) return { error, accepted: false, loss: Infinity, reason: `its noise prediction is ${percent(error)} off fp32's, more than ${bounds.unet * 100} %` };
+      const psnr = imagePsnr(reference, await decode(vae, toVae(probe.latents)));
+      return { error, psnr, accepted: psnr >= bounds.psnr, loss: meanSquaredError(psnr), reason: `its image is ${psnr.toFixed(1)} dB PSNR from fp32's latents' image, under ${bounds.psnr} dB` };
+    }, imageBound);
+    // What a user sees, prompt to image, against the fp32 pipeline: reported, not bounded (each graph has its own bound).
+    if (report.unet.accepted) report.imagePsnr = imagePsnr(fp32Image, await decode(vae, toVae((await withSession(unetFile!, (unet) => run(unet, int8States ?? contexts.at(-1)!, PROBE.seed))).latents)));
   });
   report.seconds = Math.round((Date.now() - started) / 100) / 10;
   return record(store, installed, report, say);
 }
 
-/** The prompts' text encoder states, one [1, tokens, width] tensor each. */
-async function encodePrompts(tokenizer: ClipTokenizer, file: string, prompts: string[]): Promise<Tensor[]> {
+/** The prompts' text encoder states, one tensor each: [1, tokens, width], or with guidance [2, …] with the empty prompt's first (sample.ts's batch). */
+async function encodePrompts(tokenizer: ClipTokenizer, file: string, prompts: string[], guidance: number): Promise<Tensor[]> {
   const session = await OnnxSession.create(file, { threads: 0 });
   try {
-    return await encodeWith(tokenizer, session, prompts);
+    return await encodeWith(tokenizer, session, prompts, guidance);
   } finally {
     await session.release();
   }
 }
 
-async function encodeWith(tokenizer: ClipTokenizer, session: OnnxSession, prompts: string[]): Promise<Tensor[]> {
+async function encodeWith(tokenizer: ClipTokenizer, session: OnnxSession, prompts: string[], guidance: number): Promise<Tensor[]> {
   const output = session.outputNames.includes('last_hidden_state') ? 'last_hidden_state' : session.outputName;
   const int64 = session.describe(session.inputName)?.type === 'int64';
-  const states: Tensor[] = [];
-  for (const prompt of prompts) {
+  const encode = async (prompt: string) => {
     const ids = tokenizer.encode(prompt).ids;
     const feed: Tensor = int64 ? { type: 'int64', data: BigInt64Array.from(ids, (v) => BigInt(v)), dims: [1, ids.length] } : { type: 'int32', data: ids.slice(), dims: [1, ids.length] };
     const out = (await session.runWith({ [session.inputName]: feed }, { fetch: [output] }))[output]!;
-    states.push({ type: 'float32', data: asFloats(out, 'text encoder'), dims: out.dims });
+    return { data: asFloats(out, 'text encoder'), dims: out.dims };
+  };
+  const unconditional = guidance > 1 ? await encode('') : undefined;
+  const states: Tensor[] = [];
+  for (const prompt of prompts) {
+    const { data, dims } = await encode(prompt);
+    if (!unconditional) states.push({ type: 'float32', data, dims });
+    else {
+      const both = new Float32Array(data.length * 2);
+      both.set(unconditional.data);
+      both.set(data, data.length);
+      states.push({ type: 'float32', data: both, dims: [2, ...dims.slice(1)] });
+    }
   }
   return states;
 }
 
-/** The schedule's Euler steps from the seed's noise (no guidance, as SD-Turbo runs), keeping the first step's UNet input and output. */
-async function denoise(unet: OnnxSession, config: SchedulerConfig, sched: Schedule, context: Tensor, noise: Float32Array, dims: number[], ranges?: Map<string, Range>): Promise<Probe> {
+/** The prediction the sampler steps with: the output itself, or with guidance its two rows combined. */
+const prediction = (output: Float32Array, guidance: number) => (guidance > 1 ? guide(output, output.length / 2, guidance) : output);
+
+/** The schedule's Euler steps from the seed's noise (sample.ts's loop, without its masks and previews), keeping the first step's UNet input and prediction. */
+async function denoise(unet: OnnxSession, config: SchedulerConfig, sched: Schedule, context: Tensor, guidance: number, noise: Float32Array, latent: number[], ranges?: Map<string, Range>): Promise<Probe> {
   const x = noise.map((v) => v * initNoiseSigma(config, sched));
   const timestepType = unet.describe('timestep')?.type ?? 'int64';
+  const batch = context.dims[0]!;
   const probe: Probe = { latents: x };
   for (let s = 0; s < sched.timesteps.length; s++) {
-    const feeds: Record<string, Tensor> = { sample: { type: 'float32', data: scaleInput(x, sched.sigmas[s]!), dims }, timestep: timestepTensor(timestepType, sched.timesteps[s]!), encoder_hidden_states: copy(context) };
+    const scaled = scaleInput(x, sched.sigmas[s]!);
+    const sample = new Float32Array(scaled.length * batch);
+    for (let b = 0; b < batch; b++) sample.set(scaled, b * scaled.length);
+    const feeds: Record<string, Tensor> = { sample: { type: 'float32', data: sample, dims: [batch, ...latent] }, timestep: timestepTensor(timestepType, sched.timesteps[s]!), encoder_hidden_states: copy(context) };
     if (s === 0) probe.firstInput = copyFeeds(feeds);
     const out = await unet.runWith(feeds, { fetch: [unet.outputName, ...rangeOutputs(unet, ranges)] });
     if (ranges) addRanges(ranges, out);
-    const eps = asFloats(out[unet.outputName], 'UNet');
+    const eps = prediction(asFloats(out[unet.outputName], 'UNet'), guidance);
     if (s === 0) probe.firstOutput = eps.slice();
     eulerStep(x, eps, sched.sigmas[s]!, sched.sigmas[s + 1]!, config.prediction_type);
   }
@@ -192,12 +217,7 @@ async function withRanges<T>(graph: string, workDir: string, ranges: Map<string,
   const plan = int8Plan(onnxProto.onnx.ModelProto.decode(await readFile(graph)), PLANS[0]);
   const { file } = await writeRangeGraph(graph, plan.activations, workDir);
   try {
-    const session = await OnnxSession.create(file, { threads: 0, memoryPattern: false });
-    try {
-      return await work(session, ranges);
-    } finally {
-      await session.release();
-    }
+    return await withSession(file, (session) => work(session, ranges));
   } finally {
     await removeRangeGraph(file);
   }
@@ -219,37 +239,23 @@ const PLANS: readonly PlanOptions[] = [
 /** The text encoder runs once a request (0.15 s at SD-Turbo's size): only its memory is worth saving. */
 const WEIGHTS_ONLY: readonly PlanOptions[] = [PLANS.at(-1)!];
 
-/** A plan as the report names it: the operators with 8-bit activations, or `weights`. */
-const planName = (plan: PlanOptions) => (plan.ops?.length ? plan.ops.join(' and ') : 'weights');
+type Probed = RoleReport & Verdict;
 
-type Probed = RoleReport & { accepted: boolean; reason: string };
+/** Chooses and writes a role's int8 graph (runtimes/onnx/int8/search.ts); a role none holds for (or that cannot be quantized) keeps no int8 graph. */
+async function probeRole(graph: string, target: string, ranges: Map<string, Range>, plans: readonly PlanOptions[], probe: (session: OnnxSession) => Promise<Probed>, lossBound?: number): Promise<RoleReport> {
+  const { chosen, missed } = await choosePlan(graph, target, ranges, plans, probe, lossBound);
+  if (!chosen) return { accepted: false, reason: missed.join('; ') };
+  const { reason: _, loss: __, ...figures } = chosen.verdict;
+  return { ...figures, int8: chosen.name, bytes: chosen.bytes, ...(chosen.added && { added: chosen.added }), ...(missed.length && { tried: missed }) };
+}
 
-/** Writes each plan's int8 graph and probes it until one holds; a role none holds for (or that cannot be quantized) keeps no int8 graph. */
-async function probeRole(graph: string, target: string, ranges: Map<string, Range>, plans: readonly PlanOptions[], probe: (session: OnnxSession) => Promise<Probed>): Promise<RoleReport> {
-  let result: RoleReport = { accepted: false };
-  const missed: string[] = [];
-  for (const plan of plans) {
-    try {
-      const { bytes } = await writeInt8Graph(graph, target, ranges, plan);
-      const session = await OnnxSession.create(target, { threads: 0, memoryPattern: false });
-      let probed: Probed;
-      try {
-        probed = await probe(session);
-      } finally {
-        await session.release();
-      }
-      const { reason, ...figures } = probed;
-      result = { ...figures, int8: planName(plan), bytes };
-      if (probed.accepted) break;
-      missed.push(`${planName(plan)} in int8: ${reason}`);
-    } catch (error) {
-      if (!(error instanceof Unquantizable)) throw error;
-      missed.push(`${planName(plan)} in int8: ${error.message}`);
-    }
+async function withSession<T>(file: string, work: (session: OnnxSession) => Promise<T>): Promise<T> {
+  const session = await OnnxSession.create(file, { threads: 0, memoryPattern: false });
+  try {
+    return await work(session);
+  } finally {
+    await session.release();
   }
-  if (result.accepted) return missed.length ? { ...result, tried: missed } : result;
-  await rm(path.dirname(target), { recursive: true, force: true });
-  return { ...result, accepted: false, int8: undefined, bytes: undefined, reason: missed.join('; ') };
 }
 
 async function record(store: ModelStore, installed: InstalledModel, report: Int8Report, say: (line: string) => void): Promise<InstalledModel> {
@@ -279,6 +285,9 @@ function relativeError(reference: Float32Array, other: Float32Array): number {
   }
   return Math.sqrt(diff / Math.max(norm, Number.MIN_VALUE));
 }
+
+/** An 8-bit image's mean squared error at `psnr` dB, as a fraction of full scale squared: what adds across layers. */
+const meanSquaredError = (psnr: number) => 10 ** (-psnr / 10);
 
 /** Identical 8-bit images: PSNR's infinity, kept finite for JSON. */
 const SAME_IMAGE_PSNR = 100;

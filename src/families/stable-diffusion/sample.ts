@@ -202,7 +202,7 @@ async function sample(
 }
 
 /** ε = ε_uncond + g·(ε_cond − ε_uncond) from a batch of two predictions. */
-function guide(output: Float32Array, size: number, scale: number): Float32Array {
+export function guide(output: Float32Array, size: number, scale: number): Float32Array {
   const eps = new Float32Array(size);
   for (let i = 0; i < size; i++) eps[i] = output[i]! + scale * (output[size + i]! - output[i]!);
   return eps;

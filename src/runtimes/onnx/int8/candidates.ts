@@ -49,10 +49,16 @@ export interface PlanOptions {
    * back into fp32).
    */
   weightOps?: readonly Op[];
+  /**
+   * When given, only the nodes of `ops` named here get 8-bit activations
+   * (the others keep 8-bit weights alone): a mixed plan that leaves the
+   * layers most sensitive to rounding in fp32.
+   */
+  activationNodes?: ReadonlySet<string>;
 }
 
 /** The plan for `model` under `options`. */
-export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = ['Conv', 'MatMul'], weightOps = [] }: PlanOptions = {}): Int8Plan {
+export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = ['Conv', 'MatMul'], weightOps = [], activationNodes }: PlanOptions = {}): Int8Plan {
   const graph = model.graph as OnnxTypes.GraphProto;
   const opset = model.opsetImport.find((o) => !o.domain || o.domain === 'ai.onnx');
   if (!opset || Number(opset.version) < MIN_OPSET) throw new Unquantizable(`opset ${opset?.version ?? 'unknown'} is older than ${MIN_OPSET}, the first with per-channel quantization`);
@@ -74,7 +80,7 @@ export function int8Plan(model: OnnxTypes.ModelProto, { floatInputs = [], ops = 
     else if (op === 'MatMul' && w.dims.length === 2) axis.set(node, 1);
     else continue;
     nodes.push(node);
-    if (!ops.includes(op) || kept.has(data)) {
+    if (!ops.includes(op) || kept.has(data) || (activationNodes && !activationNodes.has(node.name))) {
       weightsOnly.add(node);
       continue;
     }

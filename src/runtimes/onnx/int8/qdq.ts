@@ -1,4 +1,4 @@
-import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
@@ -26,46 +26,83 @@ const INT32_LIMIT = 2 ** 31 - 1;
 export interface Int8Result {
   /** Nodes rewritten. */
   nodes: number;
-  /** Bytes of the graph and its data file. */
+  /** Bytes of the graph and the data it reads. */
   bytes: number;
 }
 
 /** Writes the int8 form of `source` (int8Plan with `options`) to `target`. */
 export async function writeInt8Graph(source: string, target: string, ranges: ReadonlyMap<string, Range>, options: PlanOptions = {}): Promise<Int8Result> {
-  const model = onnx.ModelProto.decode(await readFile(source));
-  const graph = model.graph as OnnxTypes.GraphProto;
-  const plan = int8Plan(model, options);
-  for (const a of plan.activations) if (!ranges.has(a)) throw new Unquantizable(`no calibrated range for ${a}`);
-
-  await mkdir(path.dirname(target), { recursive: true });
-  const dataName = `${path.basename(target)}.data`;
-  const tmpGraph = `${target}.${process.pid}.tmp`;
-  const tmpData = path.join(path.dirname(target), `${dataName}.${process.pid}.tmp`);
-  const file = await open(tmpData, 'w');
-  const writer = new DataWriter(file, dataName, path.dirname(source));
+  const graphs = await Int8Graphs.open(source, target, ranges);
   try {
-    const rewrite = new QdqRewrite(graph, ranges, writer);
+    return await graphs.write(options);
+  } catch (error) {
+    await rm(graphs.dataFile, { force: true });
+    throw error;
+  } finally {
+    await graphs.close();
+  }
+}
+
+/**
+ * Int8 forms of one graph under several plans, written in turn to the same
+ * `target` and sharing one data file: a weight is quantized and written
+ * once, the first time a plan reads it, so trying another plan costs a
+ * graph's rewrite (kilobytes), not its weights' (a UNet's take 20 s). The
+ * data file is new (an existing one is unlinked first, so a process that
+ * maps it keeps its copy); each graph is written under a temporary name and
+ * renamed into place.
+ */
+export class Int8Graphs {
+  /** Tensors already placed in the data file (or inline), by name, and the weights' scales. */
+  private readonly placed = new Map<string, OnnxTypes.TensorProto>();
+  private readonly scales = new Map<string, Float32Array>();
+
+  private constructor(
+    private readonly source: string,
+    private readonly target: string,
+    private readonly ranges: ReadonlyMap<string, Range>,
+    readonly dataFile: string,
+    private readonly file: FileHandle,
+    private readonly writer: DataWriter,
+  ) {}
+
+  static async open(source: string, target: string, ranges: ReadonlyMap<string, Range>): Promise<Int8Graphs> {
+    await mkdir(path.dirname(target), { recursive: true });
+    const dataName = `${path.basename(target)}.data`;
+    const data = path.join(path.dirname(target), dataName);
+    await rm(data, { force: true });
+    const file = await open(data, 'w');
+    return new Int8Graphs(source, target, ranges, data, file, new DataWriter(file, dataName, path.dirname(source)));
+  }
+
+  async write(options: PlanOptions): Promise<Int8Result> {
+    const model = onnx.ModelProto.decode(await readFile(this.source));
+    const graph = model.graph as OnnxTypes.GraphProto;
+    const plan = int8Plan(model, options);
+    for (const a of plan.activations) if (!this.ranges.has(a)) throw new Unquantizable(`no calibrated range for ${a}`);
+    const rewrite = new QdqRewrite(graph, this.ranges, this.writer, this.placed, this.scales);
     for (const node of plan.nodes) await (plan.weightsOnly.has(node) ? rewrite.weight(node, plan.axis.get(node)!) : rewrite.node(node, plan.axis.get(node)!));
     rewrite.finish();
     // What stayed fp32 (norms, biases of other ops, weights no rewritten node reads) is copied as it was.
-    for (const tensor of graph.initializer as OnnxTypes.TensorProto[]) {
-      if (rewrite.written.has(tensor)) continue;
-      const bytes = await writer.bytesOf(tensor);
-      if (bytes) await writer.place(tensor, bytes, false);
+    for (const [i, tensor] of (graph.initializer as OnnxTypes.TensorProto[]).entries()) {
+      if (!rewrite.written.has(tensor)) graph.initializer[i] = await rewrite.copied(tensor);
     }
-    await file.close();
     const bytes = onnx.ModelProto.encode(model).finish();
-    await writeFile(tmpGraph, bytes);
-    await rename(tmpData, path.join(path.dirname(target), dataName));
-    await rename(tmpGraph, target);
-    return { nodes: plan.nodes.length, bytes: bytes.length + writer.offset };
-  } catch (error) {
-    await file.close().catch(() => undefined);
-    await rm(tmpData, { force: true });
-    await rm(tmpGraph, { force: true });
-    throw error;
-  } finally {
-    await writer.close();
+    const tmp = `${this.target}.${process.pid}.tmp`;
+    try {
+      await writeFile(tmp, bytes);
+      await rename(tmp, this.target);
+    } catch (error) {
+      await rm(tmp, { force: true });
+      throw error;
+    }
+    const external = (graph.initializer as OnnxTypes.TensorProto[]).reduce((sum, t) => sum + Number(t.externalData?.find((e) => e.key === 'length')?.value ?? 0), 0);
+    return { nodes: plan.nodes.length, bytes: bytes.length + external };
+  }
+
+  async close(): Promise<void> {
+    await this.file.close().catch(() => undefined);
+    await this.writer.close();
   }
 }
 
@@ -81,15 +118,24 @@ export function activationScale({ min, max }: Range): { scale: number; zeroPoint
 export function quantizeWeight(values: Float32Array, dims: readonly number[], axis: number): { q: Int8Array; scales: Float32Array } {
   const channels = dims[axis]!;
   const inner = dims.slice(axis + 1).reduce((a, b) => a * b, 1);
-  const channelOf = (i: number) => Math.floor(i / inner) % channels;
+  const outer = values.length / (channels * inner);
+  // Element (o, c, j) is at (o * channels + c) * inner + j: loops in that order, no division per element.
   const scales = new Float32Array(channels);
-  for (let i = 0; i < values.length; i++) {
-    const c = channelOf(i);
-    scales[c] = Math.max(scales[c]!, Math.abs(values[i]!));
+  for (let o = 0, i = 0; o < outer; o++) {
+    for (let c = 0; c < channels; c++) {
+      let max = scales[c]!;
+      for (const end = i + inner; i < end; i++) max = Math.max(max, Math.abs(values[i]!));
+      scales[c] = max;
+    }
   }
   for (let c = 0; c < channels; c++) scales[c] = scales[c]! > 0 ? scales[c]! / 127 : 1;
   const q = new Int8Array(values.length);
-  for (let i = 0; i < values.length; i++) q[i] = Math.max(-127, Math.min(127, Math.round(values[i]! / scales[channelOf(i)]!)));
+  for (let o = 0, i = 0; o < outer; o++) {
+    for (let c = 0; c < channels; c++) {
+      const scale = scales[c]!;
+      for (const end = i + inner; i < end; i++) q[i] = Math.max(-127, Math.min(127, Math.round(values[i]! / scale)));
+    }
+  }
   return { q, scales };
 }
 
@@ -106,6 +152,9 @@ class QdqRewrite {
     private readonly graph: OnnxTypes.GraphProto,
     private readonly ranges: ReadonlyMap<string, Range>,
     private readonly writer: DataWriter,
+    /** Tensors an earlier plan's graph placed (shared by Int8Graphs), and weights' scales. */
+    private readonly placed: Map<string, OnnxTypes.TensorProto>,
+    private readonly weightScales: Map<string, Float32Array>,
   ) {
     this.initializers = new Map((graph.initializer as OnnxTypes.TensorProto[]).map((t) => [t.name, t]));
   }
@@ -113,10 +162,16 @@ class QdqRewrite {
   /** The node with its weight in int8, dequantized as it is read; returns the weight's scales. */
   async weight(node: OnnxTypes.NodeProto, axis: number): Promise<Float32Array> {
     const weight = node.input[1]!;
-    const w = this.initializers.get(weight)!;
-    const { q, scales } = quantizeWeight(await this.floats(w), w.dims.map(Number), axis);
-    const wq = await this.constant(`${weight}::int8`, T.INT8, w.dims.map(Number), new Uint8Array(q.buffer));
-    node.input[1] = await this.dequantize(wq, scales, new Int8Array(scales.length), axis);
+    const name = `${weight}::int8`;
+    let scales = this.weightScales.get(name);
+    if (!scales || !this.placed.has(name)) {
+      const w = this.initializers.get(weight)!;
+      const quantized = quantizeWeight(await this.floats(w), w.dims.map(Number), axis);
+      scales = quantized.scales;
+      this.weightScales.set(name, scales);
+      await this.constant(name, T.INT8, w.dims.map(Number), () => new Uint8Array(quantized.q.buffer));
+    } else this.reuse(name);
+    node.input[1] = await this.dequantize(name, scales, T.INT8, axis);
     this.replacedWeights.add(weight);
     return scales;
   }
@@ -129,11 +184,12 @@ class QdqRewrite {
     const inputScale = activationScale(this.ranges.get(data)!).scale;
     if (bias) {
       const b = this.initializers.get(bias)!;
-      const values = await this.floats(b);
       const biasScales = scales.map((s) => s * inputScale);
-      const qb = Int32Array.from(values, (v, c) => Math.max(-INT32_LIMIT, Math.min(INT32_LIMIT, Math.round(v / biasScales[c]!))));
-      const bq = await this.constant(`${bias}::int32`, T.INT32, [values.length], new Uint8Array(qb.buffer));
-      node.input[2] = await this.dequantize(bq, biasScales, new Int32Array(values.length), 0);
+      const bq = await this.constant(`${bias}::int32`, T.INT32, [biasScales.length], async () => {
+        const values = await this.floats(b);
+        return new Uint8Array(Int32Array.from(values, (v, c) => Math.max(-INT32_LIMIT, Math.min(INT32_LIMIT, Math.round(v / biasScales[c]!)))).buffer);
+      });
+      node.input[2] = await this.dequantize(bq, biasScales, T.INT32, 0);
       this.replacedWeights.add(bias);
     }
     node.input[0] = input;
@@ -184,10 +240,11 @@ class QdqRewrite {
     return (this.graph.node as OnnxTypes.NodeProto[]).some((n) => n.output.includes(name)) ? name : '';
   }
 
-  private async dequantize(quantized: string, scales: Float32Array, zeroPoints: Int8Array | Int32Array, axis: number): Promise<string> {
-    const zeroType = zeroPoints instanceof Int8Array ? T.INT8 : T.INT32;
-    const s = await this.constant(`${quantized}::scale`, T.FLOAT, [scales.length], new Uint8Array(scales.buffer));
-    const z = await this.constant(`${quantized}::zero_point`, zeroType, [zeroPoints.length], new Uint8Array(zeroPoints.buffer));
+  /** Symmetric (zero points 0) DequantizeLinear of `quantized`, an int8 or int32 constant, along `axis`. */
+  private async dequantize(quantized: string, scales: Float32Array, type: typeof T.INT8 | typeof T.INT32, axis: number): Promise<string> {
+    const zeros = type === T.INT8 ? new Int8Array(scales.length) : new Int32Array(scales.length);
+    const s = await this.constant(`${quantized}::scale`, T.FLOAT, [scales.length], () => new Uint8Array(scales.buffer));
+    const z = await this.constant(`${quantized}::zero_point`, type, [scales.length], () => new Uint8Array(zeros.buffer));
     const output = `${quantized}::dequantized`;
     const list = this.after.get('') ?? [];
     list.push(onnx.NodeProto.create({ name: output, opType: 'DequantizeLinear', input: [quantized, s, z], output: [output], attribute: [onnx.AttributeProto.create({ name: 'axis', type: onnx.AttributeProto.AttributeType.INT, i: axis })] }));
@@ -195,13 +252,35 @@ class QdqRewrite {
     return output;
   }
 
-  private async constant(name: string, dataType: number, dims: number[], bytes: Uint8Array): Promise<string> {
+  /** A new initializer `name`: placed once (its bytes computed then), reused by later plans. */
+  private async constant(name: string, dataType: number, dims: number[], bytes: () => Uint8Array | Promise<Uint8Array>): Promise<string> {
+    if (this.placed.has(name)) return this.reuse(name);
     const tensor = onnx.TensorProto.create({ name, dataType, dims });
-    await this.writer.place(tensor, bytes, false);
+    await this.writer.place(tensor, await bytes(), false);
+    this.placed.set(name, tensor);
+    return this.reuse(name);
+  }
+
+  /** The placed tensor `name` as an initializer of this graph. */
+  private reuse(name: string): string {
+    const tensor = onnx.TensorProto.create(this.placed.get(name)!);
     this.graph.initializer.push(tensor);
     this.written.add(tensor);
     this.initializers.set(name, tensor);
     return name;
+  }
+
+  /** An fp32 initializer left as it was, placed in the data file once. */
+  async copied(tensor: OnnxTypes.TensorProto): Promise<OnnxTypes.TensorProto> {
+    let placed = this.placed.get(tensor.name);
+    if (!placed) {
+      const bytes = await this.writer.bytesOf(tensor);
+      if (!bytes) return tensor;
+      await this.writer.place(tensor, bytes, false);
+      placed = tensor;
+      this.placed.set(tensor.name, placed);
+    }
+    return onnx.TensorProto.create(placed);
   }
 
   private inlineConstant(name: string, dataType: number, dims: number[], bytes: Uint8Array): string {

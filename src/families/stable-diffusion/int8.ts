@@ -17,25 +17,26 @@ import { asFloats, timestepTensor } from './tensors.js';
  * The UNet and VAE decoder with 8-bit weights and activations, prepared once
  * at `lserve pull` from the fp32 graphs (prepare.ts) and kept only where they
  * hold up. Calibration runs the model's own pipeline (its text encoder, its
- * schedule) on two prompts and seeds, measuring the range of every
- * activation that will be quantized (runtimes/onnx/int8); the int8 graphs
- * (QDQ, which ONNX Runtime runs as QLinearConv / QLinearMatMul) are then
- * probed on a third prompt and seed against the fp32 graphs:
+ * schedule, its default guidance) on two prompts and seeds, measuring the
+ * range of every activation that will be quantized (runtimes/onnx/int8);
+ * the int8 graphs (QDQ, which ONNX Runtime runs as QLinearConv /
+ * QLinearMatMul) are then probed on a third prompt and seed against the
+ * fp32 graphs:
  *
- * - the UNet's noise prediction for the first step, from the same input,
- *   within UNET_TOLERANCE (relative L2 error), and the text encoder's by
- *   the same measure: the fp32 UNet's prediction from its states;
+ * - the text encoder by the fp32 UNet's first noise prediction from its
+ *   states, within UNET_TOLERANCE (relative L2 error);
  * - the VAE decoder's image of the fp32 pipeline's final latents within
- *   IMAGE_MIN_PSNR of the fp32 decoder's.
+ *   IMAGE_MIN_PSNR of the fp32 decoder's;
+ * - the UNet's first noise prediction within UNET_TOLERANCE, and the image
+ *   of its final latents, decoded by the kept VAE decoder, within
+ *   IMAGE_MIN_PSNR of the fp32 latents' image through the same decoder.
  *
  * Each role tries the plans of PLANS in turn and keeps the first that
- * holds; a role none holds for runs in fp32. The report (`int8/report.json`,
- * role `int8_report`) keeps the figures, and the loader states them in its
- * load line. On SD-Turbo-sized graphs (2 cores) the int8 VAE decoder decodes
- * 512×512 in 2.2 s instead of 5.7 s; the synthetic (random-weight) UNet
- * holds the bound with 8-bit activations in its weight products only (with
- * them in its convolutions too it would step in 1.2 s instead of 2.1 s: a
- * real model's weights decide at its pull; bench/images.md).
+ * holds, then the layer search adds 8-bit activations where the bound
+ * allows (runtimes/onnx/int8/search.ts); a role none holds for runs in
+ * fp32. The report (`int8/report.json`, role `int8_report`) keeps the
+ * figures, and the loader states them in its load line. On SD-Turbo-sized
+ * graphs (2 cores) the image takes 3.8 s instead of 8.2 s (bench/images.md).
  */
 
 /**

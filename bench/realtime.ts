@@ -52,7 +52,7 @@ import { Engine } from '../src/compose.js';
 import type { EngineEvent } from '../src/core/events.js';
 import { chat } from '../src/core/tasks/chat.js';
 import { prepareSpeech } from '../src/core/tasks/speak.js';
-import { defaultRealtimeAsrModel, transcribeSamples } from '../src/core/tasks/transcribe.js';
+import { realtimeAsrModel, transcribeSamples } from '../src/core/tasks/transcribe.js';
 import { startServer } from '../src/http/server.js';
 import type { ClientOptions, TurnTiming } from './realtime/client.js';
 import { CHAT, RECOGNIZERS, registerModels, VOICE, VOICES, WHISPER, type RecognizerName, type VoiceName } from './realtime/models.js';
@@ -199,7 +199,7 @@ async function aloneSection(engine: Engine, timings: Turn[], recognizer: Recogni
     return performance.now() - started;
   };
   const transcription: number[] = [];
-  const model = recognizer === 'default' ? await defaultRealtimeAsrModel(engine) : WHISPER;
+  const model = recognizer === 'default' ? await realtimeAsrModel(engine) : WHISPER;
   console.log(`  transcription model: ${model}`);
   for (const [i] of timings.entries()) transcription.push(await timed(() => transcribeSamples(engine, { model, samples: clips[i % clips.length]!, language: 'en' }, signal)));
   const chatFirst: number[] = [];

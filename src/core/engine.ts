@@ -175,6 +175,11 @@ export class Engine {
     return this.store.resolve(await this.defaultModel(vendor.kind, name));
   }
 
+  /** Whether `name` is another provider's name for the default model of `kind`: no installed model or operator's alias answers to it. */
+  async standsForDefault(name: string, kind: ModelKind): Promise<boolean> {
+    return !(name in this.options.models.aliases) && vendorName(name)?.kind === kind && !(await this.store.resolve(name));
+  }
+
   /** The default of each kind that has a model installed (core/model-choice.ts). */
   async defaults(installed?: readonly InstalledModel[]): Promise<Partial<Record<ModelKind, DefaultPick>>> {
     const models = installed ?? (await this.store.list());

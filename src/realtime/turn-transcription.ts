@@ -3,7 +3,7 @@ import type { UserMessageItem } from '../api/realtime/items.js';
 import type { SessionConfig } from '../api/realtime/types.js';
 import type { Engine } from '../core/engine.js';
 import { asLserveError } from '../core/errors.js';
-import { defaultRealtimeAsrModel, transcribeSamples } from '../core/tasks/transcribe.js';
+import { realtimeAsrModel, transcribeSamples } from '../core/tasks/transcribe.js';
 import { LiveTranscription } from './live-transcription.js';
 
 /**
@@ -81,8 +81,7 @@ export class TurnTranscriber {
       if (live) {
         transcript = await live.finish();
       } else {
-        // Named by the session, or the default with its int8 twin preferred: the answer waits for this transcript.
-        const model = options.model ?? (await defaultRealtimeAsrModel(this.engine));
+        const model = await realtimeAsrModel(this.engine, options.model);
         transcript = (await transcribeSamples(this.engine, { model, samples: clip, language: options.language, prompt: options.prompt }, this.signal)).text.trim();
         this.emit('conversation.item.input_audio_transcription.delta', { ...where, delta: transcript });
       }

@@ -104,7 +104,7 @@ describe('Realtime transcription sessions', () => {
     socket.close();
   });
 
-  it("a session that names no model transcribes with the default's int8 twin where it is installed; the kind's default stays", async () => {
+  it("a session that names no model, or OpenAI's name for the default, transcribes with the default's int8 twin where it is installed; the kind's default stays", async () => {
     // Installed as the catalog's whisper-tiny and whisper-tiny-q8 (pulled, as a user who pulled both; the first ranks first), the files the tiny model's.
     const { store } = server.engine;
     const { model } = await store.registerDirectory(await tinyWhisperModel(), { kind: 'asr', id: 'tiny-whisper-files' });
@@ -122,6 +122,17 @@ describe('Realtime transcription sessions', () => {
       expectTranscribedTurns(log.events, 1);
       socket.close();
       expect(used).toEqual(['whisper-tiny-q8']);
+      // A name OpenAI's clients send for the default goes there too; a model's own id is used as named.
+      for (const [named, model] of [['whisper-1', 'whisper-tiny-q8'], ['whisper-tiny', 'whisper-tiny']]) {
+        const named_ = await connectRaw(server.url, '?intent=transcription');
+        named_.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { transcription: { model: named } } } } });
+        await named_.log.next('session.updated');
+        streamAudio({ send: named_.send }, Buffer.concat([silence(0.5), speech.subarray(0, 2.2 * 24_000 * 2), silence(1)]));
+        await named_.log.next('conversation.item.input_audio_transcription.completed');
+        named_.socket.close();
+        expect(used.at(-1)).toBe(model);
+      }
+      used.length = 1;
       // A transcription request that names none: the default itself.
       const wav = new File([await readFile(SPEECH_WAV)], 'speech.wav', { type: 'audio/wav' });
       expect((await client.audio.transcriptions.create({ file: wav, model: 'whisper-1' })).text).toEqual(expect.any(String));

@@ -36,13 +36,17 @@ export function defaultAsrModel(engine: Engine): Promise<string> {
 }
 
 /**
- * The speech recognition model a Realtime session's turns go to when the
- * session names none: the default, or its int8 twin where that is installed
- * (`whisper-base-q8` beside `whisper-base`) unless the operator chose the
- * default: the answer waits for each turn's transcript.
+ * The speech recognition model a Realtime session's turns go to: the model
+ * the session names, or — when it names none, or a name apps hard-code for
+ * the default (`whisper-1`, `gpt-4o-transcribe`: what OpenAI's clients
+ * send) that no installed model or operator's alias answers to — the
+ * default, or its int8 twin where that is installed (`whisper-base-q8`
+ * beside `whisper-base`) unless the operator chose the default: the answer
+ * waits for each turn's transcript.
  */
-export function defaultRealtimeAsrModel(engine: Engine): Promise<string> {
-  return engine.defaultModel('asr', undefined, { int8: true });
+export async function realtimeAsrModel(engine: Engine, named?: string): Promise<string> {
+  if (named !== undefined && !(await engine.standsForDefault(named, 'asr'))) return named;
+  return engine.defaultModel('asr', named, { int8: true });
 }
 
 /** The streaming recognition model a connection that names none goes to. */

@@ -87,8 +87,7 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
   say(`Preparing ${installed.id}'s text encoder, UNet and VAE decoder with 8-bit weights (once: calibrated on ${CALIBRATION.length} images, then checked against fp32 on another):`);
 
   const tokenizer = await ClipTokenizer.load(installed.files.tokenizer_vocab!, installed.files.tokenizer_merges!, Number(defaults.pad_token_id ?? 0));
-  const prompts = [...CALIBRATION.map((c) => c.prompt), PROBE.prompt];
-  const contexts = await encodePrompts(tokenizer, graphs.textEncoder, prompts, guidance);
+  const contexts = await encodePrompts(tokenizer, graphs.textEncoder, [...CALIBRATION.map((c) => c.prompt), PROBE.prompt], guidance);
   const work = path.join(dir, 'int8');
   const report: Int8Report = { width, height, text_encoder: { accepted: false }, unet: { accepted: false }, vae_decoder: { accepted: false }, seconds: 0 };
 
@@ -118,8 +117,8 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
     return decode(vae, toVae(fp32Probe.latents));
   });
 
-  // The VAE decoder on the fp32 pipeline's latents; then the UNet from the kept text encoder's states, its image decoded by the kept
-  // VAE decoder against that decoder's image of the fp32 latents (the UNet's own harm to the image, at the kept decoder's cost).
+  // The VAE decoder on the fp32 pipeline's latents; then the UNet from the fp32 text states, its image decoded by the kept VAE
+  // decoder against that decoder's image of the fp32 latents (the UNet's own harm to the image, at the kept decoder's cost).
   const imageBound = meanSquaredError(bounds.psnr);
   report.vae_decoder = await probeRole(graphs.vaeDecoder, vaeFile!, vaeRanges, PLANS, async (session) => {
     const psnr = imagePsnr(fp32Image, await decode(session, toVae(fp32Probe.latents)));
@@ -134,8 +133,11 @@ export async function prepareInt8(store: ModelStore, installed: InstalledModel, 
       const psnr = imagePsnr(reference, await decode(vae, toVae(probe.latents)));
       return { error, psnr, accepted: psnr >= bounds.psnr, loss: meanSquaredError(psnr), reason: `its image is ${psnr.toFixed(1)} dB PSNR from fp32's latents' image, under ${bounds.psnr} dB` };
     }, imageBound);
-    // What a user sees, prompt to image, against the fp32 pipeline: reported, not bounded (each graph has its own bound).
-    if (report.unet.accepted) report.imagePsnr = imagePsnr(fp32Image, await decode(vae, toVae((await withSession(unetFile!, (unet) => run(unet, int8States ?? contexts.at(-1)!, PROBE.seed))).latents)));
+    // What a user sees, prompt to image with every kept graph, against the fp32 pipeline: reported, not bounded.
+    if (report.unet.accepted) {
+      const { latents } = await withSession(unetFile!, (unet) => run(unet, int8States ?? contexts.at(-1)!, PROBE.seed));
+      report.imagePsnr = imagePsnr(fp32Image, await decode(vae, toVae(latents)));
+    }
   });
   report.seconds = Math.round((Date.now() - started) / 100) / 10;
   return record(store, installed, report, say);
@@ -247,7 +249,7 @@ async function probeRole(graph: string, target: string, ranges: Map<string, Rang
   const { chosen, missed } = await choosePlan(graph, target, ranges, plans, probe, lossBound);
   if (!chosen) return { accepted: false, reason: missed.join('; ') };
   const { reason: _, loss: __, ...figures } = chosen.verdict;
-  return { ...figures, int8: chosen.name, bytes: chosen.bytes, ...(chosen.added && { added: chosen.added }), ...(missed.length && { tried: missed }) };
+  return { ...figures, int8: chosen.name, bytes: chosen.bytes, ...(chosen.added ? { added: chosen.added } : {}), ...(missed.length ? { tried: missed } : {}) };
 }
 
 async function withSession<T>(file: string, work: (session: OnnxSession) => Promise<T>): Promise<T> {

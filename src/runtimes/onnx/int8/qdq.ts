@@ -119,7 +119,7 @@ export function quantizeWeight(values: Float32Array, dims: readonly number[], ax
   const channels = dims[axis]!;
   const inner = dims.slice(axis + 1).reduce((a, b) => a * b, 1);
   const outer = values.length / (channels * inner);
-  // Element (o, c, j) is at (o * channels + c) * inner + j: loops in that order, no division per element.
+  // Element (o, c, j) is at (o * channels + c) * inner + j: loops in that order, no index arithmetic per element.
   const scales = new Float32Array(channels);
   for (let o = 0, i = 0; o < outer; o++) {
     for (let c = 0; c < channels; c++) {
@@ -164,13 +164,14 @@ class QdqRewrite {
     const weight = node.input[1]!;
     const name = `${weight}::int8`;
     let scales = this.weightScales.get(name);
-    if (!scales || !this.placed.has(name)) {
+    if (scales) this.reuse(name);
+    else {
       const w = this.initializers.get(weight)!;
       const quantized = quantizeWeight(await this.floats(w), w.dims.map(Number), axis);
       scales = quantized.scales;
       this.weightScales.set(name, scales);
       await this.constant(name, T.INT8, w.dims.map(Number), () => new Uint8Array(quantized.q.buffer));
-    } else this.reuse(name);
+    }
     node.input[1] = await this.dequantize(name, scales, T.INT8, axis);
     this.replacedWeights.add(weight);
     return scales;

@@ -39,7 +39,7 @@ export interface Chosen<V extends Verdict> {
   verdict: V;
   /** Bytes of the graph and the data it reads. */
   bytes: number;
-  /** Layers of the boldest plan given 8-bit activations on top of `plan`'s own, and how many it has. */
+  /** Layers of the boldest plan given 8-bit activations on top of those of the ladder's plan `name`, and how many it has. */
   added?: { op: string; layers: number; of: number };
 }
 
@@ -50,7 +50,7 @@ export interface Choice<V extends Verdict> {
 }
 
 /** A plan as a report names it: the operators with 8-bit activations, or `weights`. */
-export const planName = (plan: PlanOptions) => (plan.ops?.length ? plan.ops.join(' and ') : 'weights');
+const planName = (plan: PlanOptions) => (plan.ops?.length ? plan.ops.join(' and ') : 'weights');
 
 /**
  * Writes `graph`'s int8 forms to `target` and probes them; `target` is left

@@ -208,10 +208,10 @@ export class LlamaChatModel implements ChatModel {
     const queue = new PushQueue<ChatDelta>();
     queue.push({ type: 'start', promptTokens: prompt.tokens.length, cachedPromptTokens });
     const completion = new LlamaCompletion({ contextSequence: slot.sequence });
-    // Counted from after the prompt's scoring, to before the answer's: the scoring samples too.
-    let outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
     const answer: Token[] = [];
-    const usage = () => ({ promptTokens: prompt.tokens.length, cachedPromptTokens, completionTokens: slot.sequence.tokenMeter.usedOutputTokens - outputBefore, reasoningTokens: 0 });
+    // The tokens sampled: the sequence's meter counts every position whose logits were computed,
+    // which also counts the prompt's scoring and a prompt decoded across batches shared with other sequences.
+    const usage = () => ({ promptTokens: prompt.tokens.length, cachedPromptTokens, completionTokens: answer.length, reasoningTokens: 0 });
     const options: LlamaCompletionGenerationOptions = {
       signal: AbortSignal.any([signal, stop.signal]),
       stopOnAbortSignal: true,
@@ -229,7 +229,6 @@ export class LlamaChatModel implements ChatModel {
     const work = async () => {
       if (scorePrompt) {
         queue.push({ type: 'logprobs', part: 'prompt', tokens: await promptLogprobs(this.model, slot.sequence, prompt.tokens, top, this.scored) });
-        outputBefore = slot.sequence.tokenMeter.usedOutputTokens;
       }
       // max_tokens 0 (with echo: the prompt scored, nothing generated).
       if (request.maxTokens === 0) return queue.push({ type: 'done', finishReason: 'length', stopSequence: null, usage: usage() });

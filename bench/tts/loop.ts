@@ -4,9 +4,11 @@ import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks } from '../../src/famil
 import { framePredictor } from '../../src/families/qwen3-tts/code-predictor.js';
 import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { openPredictor, openTalker } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
+import { openCodecDecoder } from '../../src/families/qwen3-tts/prepared/prepare-decoder.js';
+import { preparedFiles } from '../../src/families/qwen3-tts/prepared/prepare.js';
 import { OnnxSession, ortSessionOptions } from '../../src/runtimes/onnx/session.js';
 import { QWEN3_TTS_0_6B, talkerPastName } from '../../test/fixtures/onnx/qwen3-tts.js';
-import { benchConfig, GRAPH_PLANS, type BenchModel, type Graphs } from './model.js';
+import { benchConfig, GRAPH_PLANS, pulledGraphs, type BenchModel, type Graphs } from './model.js';
 
 const ort = createRequire(import.meta.url)('onnxruntime-node') as typeof Ort;
 const FPS = 12.5;
@@ -69,25 +71,28 @@ export interface Parts {
   /** The predictor's 15 calls of a frame, drawing each group's code from its logits. */
   predictor: number;
   embed: number;
-  /** One tok_decoder call, and the calls a sentence of `frames` frames takes at the shipped block schedule. */
+  /** A sentence of `frames` frames decoded at the shipped block schedule: its calls, and the mean call. */
   decodeCall: number;
   decodeCalls: number;
-  /** decodeCall × decodeCalls ÷ frames. */
+  /** The sentence's decode ÷ frames. */
   decoder: number;
   /** step + predictor + embed + decoder. */
   frame: number;
 }
 
-/** tok_decoder calls for a sentence of `frames` frames cut into blocks as the runtime cuts them (STREAMING_BLOCKS). */
-function decoderCalls(frames: number, maxBlock: number): number {
+/** The blocks a sentence of `frames` frames is decoded in, cut as the runtime cuts them (STREAMING_BLOCKS). */
+function blockSizes(frames: number, maxBlock: number): number[] {
   const blocks = new StreamingBlocks(STREAMING_BLOCKS, maxBlock);
-  let calls = 0;
+  const sizes: number[] = [];
+  const take = (final: boolean) => {
+    for (let block = blocks.take(final); block; block = blocks.take(final)) sizes.push(block.to - block.from);
+  };
   for (let f = 0; f < frames; f++) {
     blocks.push(new Int32Array(0));
-    while (blocks.take(false)) calls++;
+    take(false);
   }
-  while (blocks.take(true)) calls++;
-  return calls;
+  take(true);
+  return sizes;
 }
 
 const argmax = (logits: Float32Array) => logits.reduce((best, x, i) => (x > logits[best]! ? i : best), 0);
@@ -99,8 +104,8 @@ const argmax = (logits: Float32Array) => logits.reduce((best, x, i) => (x > logi
  * code predictor's whole frame (15 calls: the published graph's, or the
  * cached one's through CachedPredictor, as the generator runs them), one
  * residual embedding; and the decoder as the runtime runs it (its own
- * worker): one call, counted as many times a frame as a sentence of `frames`
- * frames calls it.
+ * worker: the published graph, or for `prepared` the streaming one): a
+ * sentence of `frames` frames in the runtime's blocks, per frame.
  */
 export async function frameParts(model: BenchModel, graphs: Graphs, threads: number, frames: number, prompt = 24): Promise<Parts> {
   const s = QWEN3_TTS_0_6B.talker;
@@ -137,11 +142,21 @@ export async function frameParts(model: BenchModel, graphs: Graphs, threads: num
   const embed = await timeIt(10, () => residual.run({ codec_ids: new ort.Tensor('int64', codes, [1, config.groups]) }));
   await residual.release();
 
-  const decoder = new CodecDecoder(await OnnxSession.create(model.files.tok_decoder!, { threads }), config.groups, codec);
-  const silence = Array.from({ length: decoder.callFrames }, () => new Int32Array(config.groups));
-  const decodeCall = await timeIt(2, () => decoder.decode(silence, 0, STREAMING_BLOCKS.first));
+  const decoder =
+    graphs === 'prepared'
+      ? (await openCodecDecoder(model.files.tok_decoder!, (await preparedFiles({ ...model.files, ...(await pulledGraphs(model)) })).tok_decoder, codec, threads)).decoder
+      : new CodecDecoder(await OnnxSession.create(model.files.tok_decoder!, { threads }), config.groups, codec);
+  const silence = Array.from({ length: frames }, () => new Int32Array(config.groups));
+  const sizes = blockSizes(frames, decoder.maxBlock);
+  const sentence = await timeIt(2, async () => {
+    const stream = decoder.stream();
+    let at = 0;
+    for (const size of sizes) await stream.decode(silence, at, (at += size));
+    await stream.end();
+  });
   await decoder.release();
-  const decodeCalls = decoderCalls(frames, decoder.maxBlock);
-  const perFrame = (decodeCall * decodeCalls) / frames;
+  const decodeCalls = sizes.length;
+  const decodeCall = sentence / decodeCalls;
+  const perFrame = sentence / frames;
   return { threads, prefill, step, predictor: predictorFrame, embed, decodeCall, decodeCalls, decoder: perFrame, frame: step + predictorFrame + embed + perFrame };
 }

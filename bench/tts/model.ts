@@ -8,6 +8,7 @@ import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } fr
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson, type TtsConfig } from '../../src/families/qwen3-tts/config.js';
 import type { GraphPaths } from '../../src/families/qwen3-tts/generator.js';
 import { PREPARED_PLAN, type GraphPlan } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
+import { openCodecDecoder } from '../../src/families/qwen3-tts/prepared/prepare-decoder.js';
 import { PREPARED_ROLES, preparedFiles, writePreparedGraphs } from '../../src/families/qwen3-tts/prepared/prepare.js';
 import { Qwen3TtsRuntime as Runtime, sharesCores } from '../../src/families/qwen3-tts/runtime.js';
 import { GeneratorWorker } from '../../src/families/qwen3-tts/worker-client.js';
@@ -69,11 +70,11 @@ export function weightBytes(variant: Variant, graphs: Graphs): { talker: number;
 }
 
 /**
- * The talker and code predictor graphs compared: 'prepared' is what the
- * server runs (PREPARED_PLAN: the KV-cached predictor and, for 4-bit
- * weights, int8 activations, written beside the bench model once as
- * `lserve pull` writes them: pulledGraphs), 'published' the export's graphs
- * as shipped.
+ * The graphs compared: 'prepared' is what the server runs (PREPARED_PLAN:
+ * the KV-cached predictor and, for 4-bit weights, int8 activations, and the
+ * streaming codec decoder, written beside the bench model once as `lserve
+ * pull` writes them: pulledGraphs), 'published' the export's graphs as
+ * shipped.
  */
 export const GRAPH_PLANS = {
   published: { predictor: 'published', int8: false },
@@ -146,9 +147,11 @@ export async function loadRuntime(model: BenchModel, graphs: Graphs, threads: nu
       graphs: { ...GRAPH_PLANS[graphs], files: await preparedFiles(files) },
       tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
     }),
-    OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }),
+    graphs === 'prepared'
+      ? openCodecDecoder(files.tok_decoder!, (await preparedFiles(files)).tok_decoder, codec, decoderThreads)
+      : OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }).then((session) => ({ decoder: new CodecDecoder(session, config.groups, codec), note: 'the published codec decoder' })),
   ]);
-  const runtime = new Runtime(generator, new CodecDecoder(decoder, config.groups, codec), config, 0, new JobQueue(1, 'Speech synthesis model (bench)'));
+  const runtime = new Runtime(generator, decoder.decoder, config, 0, new JobQueue(1, 'Speech synthesis model (bench)'));
   runtime.holdForFirstBlock = sharesCores(machineThreads(threads), decoderThreads);
-  return { runtime, graphNotes: generator.graphNotes };
+  return { runtime, graphNotes: `${generator.graphNotes}, ${decoder.note}` };
 }

@@ -97,21 +97,22 @@ describe('lserve speak', () => {
 });
 
 describe('lserve pull of a Qwen3-TTS export', () => {
-  it('prepares the KV-cached code predictor and, for 4-bit layers, the talker on int8 activations, once; the loader uses them', async () => {
+  it('prepares the KV-cached code predictor, for 4-bit layers the talker on int8 activations, and the streaming codec decoder, once; the loader uses them', async () => {
     const dir = await writeQwen3TtsModel(fileURLToPath(new URL('../.cache/qwen3-tts-customvoice-int4', import.meta.url)), 'customvoice', TINY_QWEN3_TTS_INT4);
     const pulled = await runCli(['pull', dir, '--kind', 'tts', '--id', 'int4-test'], { env });
     expect(pulled.code, pulled.stderr).toBe(0);
     expect(pulled.stdout).toMatch(/code_predictor: KV-cached, one new row and one head a call \(logits within \S+ of the published graph's; int8 activations: logits within [\d.]+ %, draws [\d.]+ % apart;/);
     expect(pulled.stdout).toMatch(/talker_cache: 4-bit layers on int8 activations/);
+    expect(pulled.stdout).toMatch(/tok_decoder: streaming, each frame decoded once \(samples within \S+ of the published graph's;/);
     const store = new ModelStore(home, Catalog.load(fileURLToPath(DEFAULT_CATALOG_PATH)));
     const installed = (await store.resolve('int4-test'))!;
-    expect(Object.keys(installed.files)).toEqual(expect.arrayContaining(['code_predictor_prepared', 'talker_cache_prepared', 'prepared_sources']));
+    expect(Object.keys(installed.files)).toEqual(expect.arrayContaining(['code_predictor_prepared', 'talker_cache_prepared', 'tok_decoder_prepared', 'prepared_sources']));
     expect((await stat(installed.files.code_predictor_prepared!)).size).toBeGreaterThan(0);
 
     const lines: string[] = [];
     const runtime = await qwen3TtsLoader.load(installed, { threads: 1, log: (line) => lines.push(line) });
     await runtime.dispose();
-    expect(lines.join('\n')).toMatch(/the talker on int8 activations prepared at pull; the KV-cached code predictor prepared at pull/);
+    expect(lines.join('\n')).toMatch(/the talker on int8 activations prepared at pull; the KV-cached code predictor prepared at pull, the streaming codec decoder prepared at pull/);
 
     const out = path.join(home, 'int4.wav');
     const spoken = await runCli(['speak', 'Hello there, this is a test.', '-m', 'int4-test', '-o', out], { env });

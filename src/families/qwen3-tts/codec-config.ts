@@ -1,3 +1,7 @@
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+
 /**
  * What the runtime reads from the 12 Hz speech tokenizer's config
  * (`speech_tokenizer/config.json` in the Qwen3-TTS repositories:
@@ -12,6 +16,11 @@ export interface SpeechTokenizerConfigJson {
   decoder_config?: {
     sliding_window?: number;
     num_hidden_layers?: number;
+    num_attention_heads?: number;
+    num_key_value_heads?: number;
+    rope_theta?: number;
+    rms_norm_eps?: number;
+    num_quantizers?: number;
     upsample_rates?: number[];
     upsampling_ratios?: number[];
   };
@@ -21,6 +30,12 @@ export interface CodecDecoderConfig {
   /** Frames each attention layer of the decoder's transformer sees, the query's own included. */
   slidingWindow: number;
   layers: number;
+  heads: number;
+  kvHeads: number;
+  ropeTheta: number;
+  rmsEps: number;
+  /** Residual codebook groups (1 semantic + the acoustic ones). */
+  quantizers: number;
   /** Strides of the decoder blocks (each a transposed convolution, then residual units). */
   upsampleRates: number[];
   /** Strides of the upsampling stages between the transformer and the decoder blocks. */
@@ -35,7 +50,28 @@ export interface CodecConfig {
   decoder: CodecDecoderConfig;
 }
 
-const UPSTREAM_DECODER: CodecDecoderConfig = { slidingWindow: 72, layers: 8, upsampleRates: [8, 5, 4, 3], upsamplingRatios: [2, 2] };
+const UPSTREAM_DECODER: CodecDecoderConfig = { slidingWindow: 72, layers: 8, heads: 16, kvHeads: 16, ropeTheta: 10_000, rmsEps: 1e-5, quantizers: 16, upsampleRates: [8, 5, 4, 3], upsamplingRatios: [2, 2] };
+
+/** speech_tokenizer/config.json: its role, else where the Qwen repositories keep it beside config.json. */
+function speechTokenizerConfigFile(files: Record<string, string>): string | undefined {
+  if (files.speech_tokenizer_config) return files.speech_tokenizer_config;
+  const guess = files.config && path.join(path.dirname(files.config), 'speech_tokenizer', 'config.json');
+  return guess && existsSync(guess) ? guess : undefined;
+}
+
+/** The codec config of a model's files (upstream's values without a speech tokenizer config). */
+export async function readCodecConfig(files: Record<string, string>): Promise<CodecConfig> {
+  const file = speechTokenizerConfigFile(files);
+  let json: SpeechTokenizerConfigJson = {};
+  if (file) {
+    try {
+      json = JSON.parse(await readFile(file, 'utf8')) as SpeechTokenizerConfigJson;
+    } catch (error) {
+      throw new Error(`cannot read ${path.basename(file)}: ${(error as Error).message}`);
+    }
+  }
+  return parseCodecConfig(json);
+}
 
 const product = (values: number[]) => values.reduce((a, b) => a * b, 1);
 
@@ -44,6 +80,11 @@ export function parseCodecConfig(json: SpeechTokenizerConfigJson = {}): CodecCon
   const decoder: CodecDecoderConfig = {
     slidingWindow: d.sliding_window ?? UPSTREAM_DECODER.slidingWindow,
     layers: d.num_hidden_layers ?? UPSTREAM_DECODER.layers,
+    heads: d.num_attention_heads ?? UPSTREAM_DECODER.heads,
+    kvHeads: d.num_key_value_heads ?? d.num_attention_heads ?? UPSTREAM_DECODER.kvHeads,
+    ropeTheta: d.rope_theta ?? UPSTREAM_DECODER.ropeTheta,
+    rmsEps: d.rms_norm_eps ?? UPSTREAM_DECODER.rmsEps,
+    quantizers: d.num_quantizers ?? UPSTREAM_DECODER.quantizers,
     upsampleRates: d.upsample_rates ?? UPSTREAM_DECODER.upsampleRates,
     upsamplingRatios: d.upsampling_ratios ?? UPSTREAM_DECODER.upsamplingRatios,
   };

@@ -1,5 +1,6 @@
-import type { OnnxSession } from '../../runtimes/onnx/session.js';
+import type { Feed, OnnxSession } from '../../runtimes/onnx/session.js';
 import { decoderLookBack, type CodecConfig } from './codec-config.js';
+import { DECODER_IO } from './prepared/decoder-graph.js';
 
 /**
  * Codes → audio with the 12 Hz tokenizer's decoder (tok_decoder), block by
@@ -51,7 +52,24 @@ export function nextBlockSize(policy: BlockPolicy, previous: number): number {
   return previous === 0 ? policy.first : Math.min(policy.max, Math.max(1, Math.round(previous * policy.growth)));
 }
 
-export class CodecDecoder {
+/** One utterance's decoding: the samples of its frames [from, to), blocks asked for in order. */
+export interface DecodeStream {
+  decode(frames: readonly Int32Array[], from: number, to: number): Promise<Float32Array>;
+  /** Frees what the stream holds (call once, when the utterance ends). */
+  end(): Promise<void>;
+}
+
+/** Codes → audio, an utterance at a time. */
+export interface BlockDecoder {
+  /** The largest block one call decodes. */
+  readonly maxBlock: number;
+  readonly samplesPerFrame: number;
+  stream(): DecodeStream;
+  release(): Promise<void>;
+}
+
+/** The published decoder: each block decoded again with its look-back (the graph carries no state). */
+export class CodecDecoder implements BlockDecoder {
   /** Frames one call takes: the graph's fixed frame axis, or MAX_CALL_FRAMES when the axis is open. */
   readonly callFrames: number;
   /** Whether the frame axis is fixed (short calls are padded). */
@@ -113,9 +131,88 @@ export class CodecDecoder {
     return samples;
   }
 
+  stream(): DecodeStream {
+    return { decode: (frames, from, to) => this.decode(frames, from, to), end: async () => {} };
+  }
+
   release(): Promise<void> {
     return this.session.release();
   }
+}
+
+/**
+ * The streaming decoder (prepared/decoder-graph.ts): each frame decoded
+ * once, the state its frames leave kept in the session's worker under the
+ * utterance's own names between calls. Frames before a block that were
+ * never decoded (an in-context reference's) are decoded with it, their
+ * samples dropped.
+ */
+export class StreamingCodecDecoder implements BlockDecoder {
+  readonly maxBlock = MAX_CALL_FRAMES;
+  readonly samplesPerFrame: number;
+  /** The state's inputs and their shapes (the zero state starts each utterance). */
+  private readonly states: Array<{ name: string; dims: readonly number[] }> = [];
+  private streams = 0;
+
+  constructor(
+    private readonly session: OnnxSession,
+    readonly groups: number,
+    codec: CodecConfig,
+  ) {
+    this.samplesPerFrame = codec.samplesPerFrame;
+    for (const input of session.inputNames) {
+      if (!input.startsWith(DECODER_IO.state(''))) continue;
+      const dims = session.describe(input)?.shape ?? [];
+      if (!dims.every((d): d is number => typeof d === 'number' && d >= 0)) throw new Error(`the streaming decoder's ${input} has no fixed shape`);
+      this.states.push({ name: input.slice(DECODER_IO.state('').length), dims });
+    }
+  }
+
+  stream(): DecodeStream {
+    const prefix = `utterance${this.streams++}/`;
+    let position = 0;
+    const call = async (frames: readonly Int32Array[], count: number): Promise<Float32Array> => {
+      const codes = new BigInt64Array(count * this.groups);
+      for (let f = 0; f < count; f++) for (let g = 0; g < this.groups; g++) codes[f * this.groups + g] = BigInt(frames[position + f]![g]!);
+      const feeds: Record<string, Feed> = {
+        [DECODER_IO.codes]: { type: 'int64', data: codes, dims: [1, count, this.groups] },
+        [DECODER_IO.position]: { type: 'int64', data: BigInt64Array.of(BigInt(position)), dims: [1] },
+      };
+      const keep: Record<string, string> = {};
+      for (const { name, dims } of this.states) {
+        feeds[DECODER_IO.state(name)] = position === 0 ? { type: 'float32', data: new Float32Array(dims.reduce((a, b) => a * b, 1)), dims } : { kept: prefix + name };
+        keep[DECODER_IO.nextState(name)] = prefix + name;
+      }
+      const out = await this.session.runWith(feeds, { fetch: [DECODER_IO.audio], keep });
+      position += count;
+      return out[DECODER_IO.audio]!.data as Float32Array;
+    };
+    return {
+      decode: async (frames, from, to) => {
+        if (from < position) throw new Error(`frames from ${from} were decoded already (the stream is at ${position})`);
+        const parts: Float32Array[] = [];
+        while (position < to) {
+          const start = position;
+          const samples = await call(frames, Math.min(this.maxBlock, to - position));
+          // Context frames before the block: decoded for their state, their samples dropped.
+          parts.push(samples.subarray(Math.max(0, from - start) * this.samplesPerFrame));
+        }
+        return parts.length === 1 ? parts[0]! : concat(parts);
+      },
+      // A session released under a running utterance (an unload) has nothing left to drop.
+      end: () => this.session.dropKept(prefix).catch(() => undefined),
+    };
+  }
+
+  release(): Promise<void> {
+    return this.session.release();
+  }
+}
+
+function concat(parts: Float32Array[]): Float32Array {
+  const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  parts.reduce((at, p) => (all.set(p, at), at + p.length), 0);
+  return all;
 }
 
 /**

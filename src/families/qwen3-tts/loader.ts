@@ -1,14 +1,12 @@
-import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Loader, LoadOptions } from '../../core/loader.js';
 import { ModelLoadError } from '../../core/errors.js';
 import { JobQueue } from '../../core/job-queue.js';
 import type { InstalledModel } from '../../core/store.js';
-import { OnnxSession } from '../../runtimes/onnx/session.js';
 import { machineThreads } from '../../runtimes/onnx/threads.js';
 import { CodecDecoder } from './codec.js';
-import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } from './codec-config.js';
+import { readCodecConfig, type CodecConfig } from './codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from './config.js';
 import type { GraphPaths } from './generator.js';
 import { Qwen3TtsRuntime, sharesCores } from './runtime.js';
@@ -16,6 +14,7 @@ import { GeneratorWorker } from './worker-client.js';
 import { graphFile, GRAPHS } from './files.js';
 import { preparedFiles } from './prepared/prepare.js';
 import { PREPARED_PLAN } from './prepared/open-prepared.js';
+import { openCodecDecoder } from './prepared/prepare-decoder.js';
 
 /**
  * Loads a Qwen3-TTS export in the onnx-community layout: the graphs
@@ -38,18 +37,9 @@ async function readJson<T>(file: string | undefined, role: string, id: string): 
   }
 }
 
-/** speech_tokenizer/config.json: its role, else where the Qwen repositories keep it beside config.json. */
-function speechTokenizerConfigFile(files: Record<string, string>): string | undefined {
-  if (files.speech_tokenizer_config) return files.speech_tokenizer_config;
-  const guess = files.config && path.join(path.dirname(files.config), 'speech_tokenizer', 'config.json');
-  return guess && existsSync(guess) ? guess : undefined;
-}
-
 async function codecConfig(files: Record<string, string>, id: string): Promise<CodecConfig> {
-  const file = speechTokenizerConfigFile(files);
-  const json = file ? await readJson<SpeechTokenizerConfigJson>(file, 'speech_tokenizer_config', id) : {};
   try {
-    return parseCodecConfig(json);
+    return await readCodecConfig(files);
   } catch (error) {
     throw new ModelLoadError(`Qwen3-TTS model '${id}': ${(error as Error).message}`);
   }
@@ -82,30 +72,25 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   // The thread plan (runtimes/onnx/threads.ts): the frame loop's graphs run one after another and share the
   // budget; the decoder, working beside the loop, has the budget too (measured: a smaller share only delayed the first audio).
   const threads = machineThreads(options.threads);
+  const prepared = await preparedFiles(files);
   const [generator, decoder] = await Promise.allSettled([
     GeneratorWorker.start({
       paths: generatorPaths as unknown as GraphPaths,
       threads,
       referenceSamplesPerFrame: codec.encoderSamplesPerFrame,
       config,
-      graphs: { ...PREPARED_PLAN, files: await preparedFiles(files) },
+      graphs: { ...PREPARED_PLAN, files: prepared },
       tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
     }),
-    OnnxSession.create(decoderFile!, { threads }),
+    openCodecDecoder(decoderFile!, prepared.tok_decoder, codec, threads),
   ]);
   if (generator.status === 'rejected' || decoder.status === 'rejected') {
-    await Promise.all([generator.status === 'fulfilled' && generator.value.release(), decoder.status === 'fulfilled' && decoder.value.release()]);
+    await Promise.all([generator.status === 'fulfilled' && generator.value.release(), decoder.status === 'fulfilled' && decoder.value.decoder.release()]);
     const reason = generator.status === 'rejected' ? generator.reason : (decoder as PromiseRejectedResult).reason;
     throw new ModelLoadError(`Qwen3-TTS model '${id}' failed to load: ${(reason as Error).message ?? reason}`);
   }
-  let codecDecoder: CodecDecoder;
-  try {
-    codecDecoder = new CodecDecoder(decoder.value, config.groups, codec);
-  } catch (error) {
-    await Promise.all([generator.value.release(), decoder.value.release()]);
-    throw new ModelLoadError(`Qwen3-TTS model '${id}': ${(error as Error).message}`);
-  }
-  if (codecDecoder.approximate) {
+  const codecDecoder = decoder.value.decoder;
+  if (codecDecoder instanceof CodecDecoder && codecDecoder.approximate) {
     options.log?.(
       `qwen3-tts ${id}: tok_decoder takes ${codecDecoder.callFrames} frames a call and its audio depends on ${codecDecoder.lookBack} frames before; ` +
         `streamed blocks get ${codecDecoder.callFrames - codecDecoder.maxBlock}+ frames of history, so their first samples approximate a decode of the whole`,
@@ -114,7 +99,8 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   const sizes = await Promise.all(Object.values(paths).map(async (f) => (await stat(f)).size));
   // ORT holds the weights plus working buffers and the KV cache: about twice the graphs.
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
-  options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms${generator.value.graphNotes ? `; ${generator.value.graphNotes}` : ''}`);
+  const notes = [generator.value.graphNotes, decoder.value.note].filter(Boolean).join(', ');
+  options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms; ${notes}`);
   const defaultSpeaker = installed.entry.defaults.default_speaker;
   const queue = new JobQueue(options.maxQueue ?? 16, `Speech synthesis model '${id}'`);
   const runtime = new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, queue, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);

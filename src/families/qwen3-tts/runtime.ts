@@ -3,7 +3,7 @@ import { machineCores } from '../../runtimes/onnx/threads.js';
 import { InvalidRequestError, ServerError } from '../../core/errors.js';
 import type { JobQueue } from '../../core/job-queue.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
-import { STREAMING_BLOCKS, StreamingBlocks, type BlockPolicy, type CodecDecoder } from './codec.js';
+import { STREAMING_BLOCKS, StreamingBlocks, type BlockDecoder, type BlockPolicy } from './codec.js';
 import type { TtsConfig } from './config.js';
 import type { GenerateRequest, ReferenceCodes, StopReason } from './generator.js';
 import { GeneratorError, LoopHold, type GeneratorWorker } from './worker-client.js';
@@ -110,7 +110,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
 
   constructor(
     private readonly generator: GeneratorWorker,
-    private readonly codec: CodecDecoder,
+    private readonly codec: BlockDecoder,
     private readonly config: TtsConfig,
     readonly memoryBytes: number,
     readonly queue: JobQueue,
@@ -194,6 +194,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
 
   private async run(request: GenerateRequest, context: Int32Array[], onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number; reason: StopReason }> {
     const blocks = new StreamingBlocks(this.blockPolicy, this.codec.maxBlock, context);
+    const decoder = this.codec.stream();
     // A failed decode stops the generation too.
     const stop = new AbortController();
     let failure: unknown;
@@ -208,7 +209,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
         decoded = decoded
           .then(async () => {
             if (failure !== undefined || signal.aborted) return;
-            const samples = await this.codec.decode(frames, from, to);
+            const samples = await decoder.decode(frames, from, to);
             if (!signal.aborted) onAudio(samples);
           })
           .catch((error: unknown) => {
@@ -218,25 +219,31 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
           .finally(() => hold?.release());
       }
     };
-    let result;
     try {
-      result = await this.generator.generate(
-        request,
-        (codes) => {
-          blocks.push(codes);
-          cut(false);
-        },
-        AbortSignal.any([signal, stop.signal]),
-        hold,
-      );
-    } catch (error) {
-      throw rethrow(error);
+      let result;
+      try {
+        result = await this.generator.generate(
+          request,
+          (codes) => {
+            blocks.push(codes);
+            cut(false);
+          },
+          AbortSignal.any([signal, stop.signal]),
+          hold,
+        );
+      } catch (error) {
+        throw rethrow(error);
+      }
+      if (signal.aborted) throw signal.reason;
+      cut(true);
+      await decoded;
+      if (failure !== undefined) throw failure;
+      return result;
+    } finally {
+      // The decoder's state for this utterance goes once its last block is done.
+      await decoded;
+      await decoder.end();
     }
-    if (signal.aborted) throw signal.reason;
-    cut(true);
-    await decoded;
-    if (failure !== undefined) throw failure;
-    return result;
   }
 }
 

@@ -39,8 +39,8 @@ function ready(): ort.InferenceSession {
   return session;
 }
 
-async function create(path: string, options: ort.InferenceSession.SessionOptions): Promise<Described> {
-  session = await ort.InferenceSession.create(path, options);
+async function create(source: string | Uint8Array, options: ort.InferenceSession.SessionOptions): Promise<Described> {
+  session = typeof source === 'string' ? await ort.InferenceSession.create(source, options) : await ort.InferenceSession.create(source, options);
   return {
     inputNames: [...session.inputNames],
     outputNames: [...session.outputNames],
@@ -90,7 +90,7 @@ port.on('message', async (request: Request) => {
   try {
     switch (request.type) {
       case 'create':
-        port.postMessage({ id, ok: true, result: await create(request.path, request.options as ort.InferenceSession.SessionOptions) });
+        port.postMessage({ id, ok: true, result: await create(request.model ?? request.path, request.options as ort.InferenceSession.SessionOptions) });
         return;
       case 'run': {
         const { result, transfer } = await run(request);

@@ -105,13 +105,17 @@ export class OnnxSession {
     private readonly described: Described,
   ) {}
 
-  static async create(path: string, options: OnnxSessionOptions): Promise<OnnxSession> {
+  /** A session of the model at `path`, or of `model`'s bytes (built in memory; `path` names it in errors), which are transferred. */
+  static async create(path: string, options: OnnxSessionOptions, model?: Uint8Array): Promise<OnnxSession> {
     const worker = new WorkerCalls(startModuleWorker(new URL('./session-worker.js', import.meta.url)), {
       exited: 'the ONNX Runtime worker exited',
       error: (message) => new Error(`${path}: ${message}`),
     });
     try {
-      return new OnnxSession(worker, path, await worker.call<Described>({ type: 'create', path, options: ortSessionOptions(options) } satisfies SessionRequest));
+      // Only a view of a whole buffer of its own is transferred: a Node Buffer may share its memory with others.
+      const owned = model && (model.byteOffset !== 0 || model.byteLength !== model.buffer.byteLength) ? Uint8Array.prototype.slice.call(model) : model;
+      const request = { type: 'create', path, ...(owned ? { model: owned } : {}), options: ortSessionOptions(options) } satisfies SessionRequest;
+      return new OnnxSession(worker, path, await worker.call<Described>(request, owned ? [owned.buffer as ArrayBuffer] : []));
     } catch (error) {
       await worker.terminate();
       throw error;

@@ -37,8 +37,8 @@ export interface RunResult {
 
 /** The requests a session worker serves (WorkerCalls adds the `id` its reply carries). */
 export type SessionRequest =
-  /** Creates the session (`options`: ortSessionOptions); answered with Described. */
-  | { type: 'create'; path: string; options: Record<string, unknown> }
+  /** Creates the session from the file at `path`, or from `model`'s bytes when given (`path` then names it); answered with Described. */
+  | { type: 'create'; path: string; model?: Uint8Array; options: Record<string, unknown> }
   /** One run (session.ts's RunOptions, spelled out); answered with RunResult. */
   | {
       type: 'run';

@@ -28,7 +28,7 @@ export interface GraphPlan {
   /** MatMulNBits with int8 activations (accuracy_level 4) in the talker and the cached predictor. */
   int8: boolean;
   /** What `lserve pull` prepared. */
-  files?: { code_predictor?: PreparedFile; talker_cache?: PreparedFile };
+  files?: { code_predictor?: PreparedFile; talker_cache?: PreparedFile; tok_decoder?: PreparedFile };
 }
 
 export const PREPARED_PLAN: GraphPlan = { predictor: 'cached', int8: true };
@@ -46,7 +46,7 @@ export interface OpenedPredictor extends Opened {
 export const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
 
 /** A prepared file usable for `published`: recorded, and built from the same bytes. */
-async function current(prepared: PreparedFile | undefined, published: string): Promise<{ file?: string; stale: string }> {
+export async function current(prepared: PreparedFile | undefined, published: string): Promise<{ file?: string; stale: string }> {
   if (!prepared) return { stale: '' };
   if ((await fileSha256(published)) === prepared.source) return { file: prepared.file, stale: '' };
   return { stale: `the graph prepared at pull was built from another ${published.split(/[\\/]/).pop()}; ` };

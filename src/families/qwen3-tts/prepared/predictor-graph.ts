@@ -1,6 +1,7 @@
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
-import type { Linear, PredictorWeights, Tensor } from './predictor-weights.js';
+import { Emitter, int, ints, tensorInfo } from './emitter.js';
+import type { Linear, PredictorWeights } from './predictor-weights.js';
 
 /**
  * The KV-cached code predictor, built from the published graph's weights
@@ -40,80 +41,12 @@ export const CACHED_IO = {
   present: (layer: number, part: 'key' | 'value') => `present_${part}.${layer}`,
 } as const;
 
-const int = (name: string, i: number): OnnxTypes.IAttributeProto => ({ name, type: AttrType.INT, i });
-const ints = (name: string, values: number[]): OnnxTypes.IAttributeProto => ({ name, type: AttrType.INTS, ints: values });
-const float = (name: string, f: number): OnnxTypes.IAttributeProto => ({ name, type: AttrType.FLOAT, f });
-
-function tensorInfo(name: string, elemType: number, dims: Array<number | string>): OnnxTypes.IValueInfoProto {
-  return { name, type: { tensorType: { elemType, shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) } } } };
-}
-
-/** Emits nodes and constants under names no export uses (`kv/…`). */
-class Emitter {
-  readonly nodes: OnnxTypes.INodeProto[] = [];
-  readonly initializers: Tensor[] = [];
-  private readonly added = new Set<string>();
-  private static count = 0;
-
-  constructor(readonly accuracyLevel: number | undefined) {}
-
-  op(opType: string, inputs: string[], attribute: OnnxTypes.IAttributeProto[] = [], domain = ''): string {
-    const out = `kv/${opType}_${Emitter.count++}`;
-    this.nodes.push({ opType, domain, input: inputs, output: [out], attribute, name: out });
-    return out;
-  }
-
-  constant(t: Tensor): string {
-    if (!this.added.has(t.name!)) {
-      this.added.add(t.name!);
-      this.initializers.push(t);
-    }
-    return t.name!;
-  }
-
-  /** A float constant of the export, cast to fp32 where it is fp16 (ONNX Runtime folds the cast at load). */
-  float(t: Tensor): string {
-    const name = this.constant(t);
-    return t.dataType === DataType.FLOAT16 ? this.op('Cast', [name], [int('to', DataType.FLOAT)]) : name;
-  }
-
-  i64(values: number[], dims: number[] = [values.length]): string {
-    const name = `kv/i64_${Emitter.count++}`;
-    this.initializers.push({ name, dims, dataType: DataType.INT64, int64Data: values });
-    return name;
-  }
-
-  f32(values: ArrayLike<number>, dims: number[]): string {
-    const name = `kv/f32_${Emitter.count++}`;
-    this.initializers.push({ name, dims, dataType: DataType.FLOAT, floatData: Array.from(values) });
-    return name;
-  }
-
-  linear(x: string, linear: Linear): string {
-    let y: string;
-    if (linear.op === 'MatMul') {
-      y = this.op('MatMul', [x, this.float(linear.weight)]);
-    } else {
-      const inputs = linear.inputs.map((t) => (t ? this.constant(t) : ''));
-      while (inputs.at(-1) === '') inputs.pop();
-      const attributes = linear.attributes.filter((a) => a.name !== 'accuracy_level' || this.accuracyLevel === undefined);
-      if (this.accuracyLevel !== undefined) attributes.push(int('accuracy_level', this.accuracyLevel));
-      y = this.op('MatMulNBits', [x, ...inputs], attributes, 'com.microsoft');
-    }
-    return linear.bias ? this.op('Add', [y, this.float(linear.bias)]) : y;
-  }
-
-  rmsNorm(x: string, weight: Tensor, eps: number): string {
-    return this.op('SimplifiedLayerNormalization', [x, this.float(weight)], [int('axis', -1), float('epsilon', eps), int('stash_type', 1)]);
-  }
-}
-
 /**
  * The cached predictor's model. `accuracyLevel` overrides MatMulNBits'
  * accuracy_level (4: int8 activations); undefined keeps the export's.
  */
 export function buildCachedPredictor(weights: PredictorWeights, dims: PredictorDims, opsets: OnnxTypes.IOperatorSetIdProto[], accuracyLevel?: number): Uint8Array {
-  const e = new Emitter(accuracyLevel);
+  const e = new Emitter('kv/', accuracyLevel);
   const { heads, kvHeads, headDim: hd, eps } = dims;
   const rep = heads / kvHeads;
   for (const t of weights.front.initializers) e.constant(t);
@@ -192,7 +125,7 @@ function outputSize(linear: Linear): number | string {
 /** If head == from then head `from` else (the chain from from + 1); the last head needs no test. */
 function headChain(parent: Emitter, hidden: string, head: string, linears: Linear[], from: number, output: string): OnnxTypes.INodeProto {
   const branch = (name: string, build: (e: Emitter) => string): OnnxTypes.IGraphProto => {
-    const e = new Emitter(parent.accuracyLevel);
+    const e = new Emitter('kv/', parent.accuracyLevel);
     const out = build(e);
     return { name, node: e.nodes, initializer: e.initializers, output: [{ name: out, type: { tensorType: { elemType: DataType.FLOAT } } }] };
   };

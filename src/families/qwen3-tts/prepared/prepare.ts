@@ -5,9 +5,11 @@ import type { Preparer } from '../../../core/loader.js';
 import { MANIFEST, type InstalledModel, type Manifest, type ModelStore } from '../../../core/store.js';
 import { writeFileWhole } from '../../../core/write-whole.js';
 import { machineThreads } from '../../../runtimes/onnx/threads.js';
+import { readCodecConfig } from '../codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from '../config.js';
 import { graphFile } from '../files.js';
 import { seconds, type PreparedFile } from './open-prepared.js';
+import { prepareStreamingDecoder } from './prepare-decoder.js';
 import { prepareCodePredictor } from './prepare-predictor.js';
 import { UnpreparableGraph } from './predictor-weights.js';
 import { talkerWithInt8Activations } from './talker-int8.js';
@@ -15,19 +17,22 @@ import { talkerWithInt8Activations } from './talker-int8.js';
 /**
  * Work done once when a Qwen3-TTS model is installed (`lserve pull`, or
  * `lserve pull <id>` again for one pulled before): the KV-cached code
- * predictor built from the published graph (prepare-predictor.ts) and, for
- * 4-bit exports, the talker on int8 activations (talker-int8.ts), written
+ * predictor built from the published graph (prepare-predictor.ts), for
+ * 4-bit exports the talker on int8 activations (talker-int8.ts), and the
+ * streaming codec decoder (prepare-decoder.ts), written
  * under `<model dir>/prepared/` and recorded in the manifest as
  * `<graph>_prepared`, with `prepared_sources` naming the published graphs
  * (SHA-256) they were built from. The loader prefers them while those
- * match, and prepares in memory otherwise. A predictor no cached graph can
- * be built from is said so here and runs as published.
+ * match, and prepares in memory otherwise. A predictor or decoder that
+ * cannot be rebuilt is said so here and runs as published.
  */
 
-export const PREPARED_ROLES = { code_predictor: 'code_predictor_prepared', talker_cache: 'talker_cache_prepared', sources: 'prepared_sources' } as const;
+export const PREPARED_ROLES = { code_predictor: 'code_predictor_prepared', talker_cache: 'talker_cache_prepared', tok_decoder: 'tok_decoder_prepared', sources: 'prepared_sources' } as const;
+
+type PreparedGraph = Exclude<keyof typeof PREPARED_ROLES, 'sources'>;
 
 /** The prepared graphs recorded for a model, with the sources they were built from. */
-export async function preparedFiles(files: Record<string, string>): Promise<{ code_predictor?: PreparedFile; talker_cache?: PreparedFile }> {
+export async function preparedFiles(files: Record<string, string>): Promise<Partial<Record<PreparedGraph, PreparedFile>>> {
   const sources = files[PREPARED_ROLES.sources];
   if (!sources) return {};
   let shas: Record<string, string>;
@@ -36,11 +41,11 @@ export async function preparedFiles(files: Record<string, string>): Promise<{ co
   } catch {
     return {};
   }
-  const entry = (graph: 'code_predictor' | 'talker_cache') => {
+  const entry = (graph: PreparedGraph) => {
     const file = files[PREPARED_ROLES[graph]];
     return file && typeof shas[graph] === 'string' ? { file, source: shas[graph] } : undefined;
   };
-  return { code_predictor: entry('code_predictor'), talker_cache: entry('talker_cache') };
+  return { code_predictor: entry('code_predictor'), talker_cache: entry('talker_cache'), tok_decoder: entry('tok_decoder') };
 }
 
 /**
@@ -57,7 +62,7 @@ export async function writePreparedGraphs(files: Record<string, string>, dir: st
   await mkdir(path.join(dir, 'prepared'), { recursive: true });
   const recorded: Manifest['files'] = {};
   const sources: Record<string, string> = {};
-  const write = async (graph: 'code_predictor' | 'talker_cache', bytes: Uint8Array, source: string) => {
+  const write = async (graph: PreparedGraph, bytes: Uint8Array, source: string) => {
     const name = path.posix.join('prepared', `${graph}.onnx`);
     await writeFileWhole(path.join(dir, name), bytes);
     recorded[PREPARED_ROLES[graph]] = { name, size: bytes.byteLength };
@@ -81,6 +86,19 @@ export async function writePreparedGraphs(files: Record<string, string>, dir: st
     await write('talker_cache', onnxProto.onnx.ModelProto.encode(int8Talker.model).finish(), int8Talker.source);
     say(`  talker_cache: 4-bit layers on int8 activations (${seconds(started)})`);
   }
+  const decoder = graphFile(files, 'tok_decoder');
+  if (decoder) {
+    started = Date.now();
+    try {
+      const prepared = await prepareStreamingDecoder(decoder, await readCodecConfig(files), machineThreads(0), true);
+      await prepared.session.release();
+      await write('tok_decoder', prepared.model!, prepared.source);
+      say(`  tok_decoder: streaming, each frame decoded once (samples within ${prepared.difference.toExponential(1)} of the published graph's; ${seconds(started)})`);
+    } catch (error) {
+      if (!(error instanceof UnpreparableGraph)) throw error;
+      say(`  tok_decoder: kept as published, no streaming one can be built from it (${error.message})`);
+    }
+  }
   if (!Object.keys(recorded).length) return recorded;
   const sourcesName = path.posix.join('prepared', 'sources.json');
   const sourcesJson = `${JSON.stringify(sources, null, 2)}\n`;
@@ -91,7 +109,7 @@ export async function writePreparedGraphs(files: Record<string, string>, dir: st
 
 async function prepare(store: ModelStore, installed: InstalledModel, say: (line: string) => void = () => {}): Promise<InstalledModel> {
   if (!graphFile(installed.files, 'code_predictor') || !graphFile(installed.files, 'talker_cache')) return installed;
-  say(`Preparing ${installed.id}'s talker and code predictor for the CPU (once):`);
+  say(`Preparing ${installed.id}'s talker, code predictor and codec decoder for the CPU (once):`);
   const dir = store.modelDir(installed.id);
   const recorded = await writePreparedGraphs(installed.files, dir, say);
   if (!Object.keys(recorded).length) return installed;

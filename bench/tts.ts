@@ -22,7 +22,7 @@
  * Models are written once into test/.cache (fp32 ≈ 2.5 GB, int4 ≈ 0.7 GB
  * each; `--clean` removes them).
  *
- *   npx tsx bench/tts.ts [--weights int4] [--graphs published,prepared] [--threads 2] [--frames 24] [--runs 2]
+ *   npx tsx bench/tts.ts [--weights int4] [--graphs published,fixed-decoder,prepared] [--threads 2] [--frames 24] [--runs 2]
  *                        [--first 4,2,1] [--decoder-threads 1] [--skip audio,decoder,parts,matmul] [--clean]
  */
 import { fork } from 'node:child_process';
@@ -185,13 +185,15 @@ function table(results: PairResult[]): void {
       [`RTF, plan ÷ decoder ${decoderThreads} thr (paired runs)`, (r) => median(pairedRatios(r)), 2],
     );
   }
-  // Columns: each weights' pairs, then prepared ÷ published where both ran.
+  // Columns: each weights' pairs, then prepared ÷ published and prepared ÷ fixed-decoder where both ran.
   const columns: Array<[string, (row: Row) => string]> = [];
   for (const variant of [...new Set(results.map((r) => r.variant))]) {
     const find = (graphs: Graphs) => results.find((r) => r.variant === variant && r.graphs === graphs);
     for (const r of results.filter((x) => x.variant === variant)) columns.push([`${variant} ${r.graphs}`, ([, get, digits]) => fmt(get(r), digits)]);
-    const [published, prepared] = [find('published'), find('prepared')];
-    if (published && prepared) columns.push([`${variant} prep/pub`, ([, get, , ratio = true]) => (ratio ? fmt(get(prepared) / get(published), 2) : '')]);
+    const [published, fixed, prepared] = [find('published'), find('fixed-decoder'), find('prepared')];
+    const ratio = (title: string, a: PairResult, b: PairResult) => columns.push([title, ([, get, , meaningful = true]) => (meaningful ? fmt(get(a) / get(b), 2) : '')]);
+    if (published && prepared) ratio(`${variant} prep/pub`, prepared, published);
+    if (fixed && prepared) ratio(`${variant} prep/fixed`, prepared, fixed);
   }
   console.log(`\n## Side by side (${threads} threads, ${frames} frames, median of ${runs}; load average ${load()})`);
   const width = Math.max(14, ...columns.map(([title]) => title.length + 2));
@@ -209,7 +211,7 @@ function pairs(): Pair[] {
   const variants = args.weights.split(',').filter(Boolean);
   const graphs = args.graphs.split(',').filter(Boolean);
   const unknown = [...variants.filter((v) => !isVariant(v)).map((v) => `--weights ${v}`), ...graphs.filter((g) => !isGraphs(g)).map((g) => `--graphs ${g}`)];
-  if (unknown.length) throw new Error(`unknown ${unknown.join(', ')} (weights: fp32, int4, int4-acc4; graphs: published, prepared)`);
+  if (unknown.length) throw new Error(`unknown ${unknown.join(', ')} (weights: fp32, int4, int4-acc4; graphs: published, fixed-decoder, prepared)`);
   return (variants as Variant[]).flatMap((variant) => (graphs as Graphs[]).map((g) => ({ variant, graphs: g })));
 }
 
@@ -225,7 +227,7 @@ async function main(): Promise<void> {
   const cpu = os.cpus()[0]?.model ?? 'cpu';
   console.log(`lserve Qwen3-TTS benchmark: ${threads} threads, ${frames} frames per run, ${runs} runs, node ${process.version}, ${cpu} ×${os.availableParallelism()}, load average ${load()}`);
   // Written here, not in a pair's process: its load time and peak RSS are those of a pulled model.
-  for (const pair of all) if (pair.graphs === 'prepared') await pulledGraphs(await writeBenchModel(pair.variant));
+  for (const pair of all) if (pair.graphs !== 'published') await pulledGraphs(await writeBenchModel(pair.variant));
   const results: PairResult[] = [];
   for (const pair of all) results.push(await inChild(pair));
 

@@ -74,10 +74,13 @@ export function weightBytes(variant: Variant, graphs: Graphs): { talker: number;
  * the KV-cached predictor and, for 4-bit weights, int8 activations, and the
  * streaming codec decoder, written beside the bench model once as `lserve
  * pull` writes them: pulledGraphs), 'published' the export's graphs as
- * shipped.
+ * shipped, 'fixed-decoder' the prepared talker and predictor with the
+ * published decoder (each block decoded again with its look-back in the
+ * export's 25-frame calls: the server before the streaming decoder).
  */
 export const GRAPH_PLANS = {
   published: { predictor: 'published', int8: false },
+  'fixed-decoder': PREPARED_PLAN,
   prepared: PREPARED_PLAN,
 } satisfies Record<string, GraphPlan>;
 export type Graphs = keyof typeof GRAPH_PLANS;
@@ -135,7 +138,7 @@ export interface LoadedRuntime {
  * the decoder's worker, given `decoderThreads` (the plan: the loop's own).
  */
 export async function loadRuntime(model: BenchModel, graphs: Graphs, threads: number, decoderThreads = machineThreads(threads)): Promise<LoadedRuntime> {
-  const files = graphs === 'prepared' ? { ...model.files, ...(await pulledGraphs(model)) } : model.files;
+  const files = graphs === 'published' ? model.files : { ...model.files, ...(await pulledGraphs(model)) };
   const { config, codec } = await benchConfig(model);
   const paths = Object.fromEntries(['text_embed', 'codec_embed', 'talker_cache', 'code_predictor', 'residual_embed'].map((g) => [g, files[g]!])) as unknown as GraphPaths;
   const [generator, decoder] = await Promise.all([

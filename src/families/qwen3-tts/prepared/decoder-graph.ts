@@ -95,21 +95,30 @@ export function buildDecoderGraph(weight: DecoderWeights, dims: DecoderDims, opt
 
   /**
    * x [1, C, L] through a transposed convolution of stride s and kernel k
-   * (k = s or 2s), trimmed on the right by k − s: output n reads inputs
-   * ⌊n/s⌋ and, where k = 2s, ⌊n/s⌋ − 1, which streaming carries.
+   * (k = s or 2s), trimmed on the right by k − s: output n·s + p reads
+   * input n through tap p and, where k = 2s, input n − 1 through tap s + p,
+   * which streaming carries. Where k = 2s it runs as what it is, a k2
+   * convolution over the inputs with s × out channels, one per phase p,
+   * interleaved after: ONNX Runtime's direct convolution does that in about
+   * half the time of its transposed one, which scatters and trims.
    */
   const causalTransConv = (x: string, module: string, stride: number): string => {
-    const [, , kernel] = shape(`${module}.weight`);
-    const convT = (input: string) => e.op('ConvTranspose', [input, w(`${module}.weight`), w(`${module}.bias`)], [ints('kernel_shape', [kernel!]), ints('strides', [stride])]);
-    const trim = kernel! - stride;
-    if (trim === 0) return convT(x);
-    if (trim !== stride) throw new Error(`${module}: a transposed convolution of kernel ${kernel} and stride ${stride} is not one this decoder has`);
-    if (!streaming) return e.op('Slice', [convT(x), e.i64([0]), e.i64([-trim]), axis(2)]);
-    const [channels] = shape(`${module}.weight`);
-    const joined = e.op('Concat', [DECODER_IO.state(module), x], [int('axis', 2)]);
-    carry(module, [1, channels!, 1], e.op('Slice', [joined, e.i64([-1]), e.i64([END]), axis(2)]));
-    // [previous | x] gives the previous input's outputs first and x's next input's last: both dropped.
-    return e.op('Slice', [convT(joined), e.i64([stride]), e.i64([-trim]), axis(2)]);
+    const [inChannels, outChannels, kernel] = shape(`${module}.weight`);
+    const bias = e.op('Unsqueeze', [w(`${module}.bias`), axis(1)]); // [out, 1]
+    if (kernel === stride) return e.op('ConvTranspose', [x, w(`${module}.weight`), w(`${module}.bias`)], [ints('kernel_shape', [kernel!]), ints('strides', [stride])]);
+    if (kernel !== 2 * stride) throw new Error(`${module}: a transposed convolution of kernel ${kernel} and stride ${stride} is not one this decoder has`);
+    // Taps [from, from + s) of W [in, out, 2s] as [s·out, in, 1]: row p·out + o is tap from + p of output channel o.
+    const taps = (from: number) =>
+      e.op('Reshape', [e.op('Transpose', [e.op('Slice', [w(`${module}.weight`), e.i64([from]), e.i64([from + stride]), axis(2)])], [ints('perm', [2, 1, 0])]), e.i64([stride * outChannels!, inChannels!, 1])]);
+    const phases = e.op('Concat', [taps(stride), taps(0)], [int('axis', 2)]); // [s·out, in, 2]: input n − 1, then n
+    let input = x;
+    if (streaming) {
+      input = e.op('Concat', [DECODER_IO.state(module), x], [int('axis', 2)]);
+      carry(module, [1, inChannels!, 1], e.op('Slice', [input, e.i64([-1]), e.i64([END]), axis(2)]));
+    }
+    const y = e.op('Conv', [input, phases], [ints('kernel_shape', [2]), ints('pads', streaming ? [0, 0] : [1, 0])]); // [1, s·out, L]
+    const interleaved = e.op('Transpose', [e.op('Reshape', [y, e.i64([1, stride, outChannels!, -1])])], [ints('perm', [0, 2, 3, 1])]); // [1, out, L, s]
+    return e.op('Add', [e.op('Reshape', [interleaved, e.i64([1, outChannels!, -1])]), bias]);
   };
 
   /** x + sin²(x·e^α) / (e^β + ε), per channel of [1, C, L]. */

@@ -111,11 +111,14 @@ async function compare(reference: OnnxSession, streaming: StreamingCodecDecoder,
 /**
  * The codec decoder a loaded model runs: the streaming one written at pull
  * when it was built from this very tok_decoder, else one prepared now in
- * memory, else the published graph (re-decoding each block's look-back).
- * The note says which, and why, for the load line.
+ * memory, else the published graph (re-decoding each block's look-back;
+ * `LSERVE_TTS_DECODER=published` asks for it). The note says which, and
+ * why, for the load line.
  */
 export async function openCodecDecoder(published: string, prepared: PreparedFile | undefined, codec: CodecConfig, threads: number): Promise<{ decoder: BlockDecoder; note: string }> {
   const groups = codec.decoder.quantizers;
+  const publishedDecoder = async (note: string) => ({ decoder: new CodecDecoder(await OnnxSession.create(published, { threads }), groups, codec), note });
+  if (process.env.LSERVE_TTS_DECODER === 'published') return publishedDecoder('the published codec decoder (LSERVE_TTS_DECODER=published)');
   const { file, stale } = await current(prepared, published);
   if (file) return { decoder: new StreamingCodecDecoder(await OnnxSession.create(file, { threads }), groups, codec), note: 'the streaming codec decoder prepared at pull' };
   const started = Date.now();
@@ -127,6 +130,6 @@ export async function openCodecDecoder(published: string, prepared: PreparedFile
     };
   } catch (error) {
     if (!(error instanceof UnpreparableGraph)) throw error;
-    return { decoder: new CodecDecoder(await OnnxSession.create(published, { threads }), groups, codec), note: `${stale}the published codec decoder: no streaming one can be built from it (${error.message})` };
+    return publishedDecoder(`${stale}the published codec decoder: no streaming one can be built from it (${error.message})`);
   }
 }

@@ -3,7 +3,7 @@ import { statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { FRAMES_PER_SECOND, frameLimit, MAX_PIECE_SECONDS } from '../../src/families/qwen3-tts/runtime.js';
-import { STREAMING_BLOCKS, StreamingBlocks, nextBlockSize } from '../../src/families/qwen3-tts/codec.js';
+import { STREAMING_BLOCKS, STREAMING_MAX_BLOCK, StreamingBlocks, nextBlockSize } from '../../src/families/qwen3-tts/codec.js';
 import { parseTtsConfig } from '../../src/families/qwen3-tts/config.js';
 import { FirstCodeSampler, Rng, Sampler } from '../../src/families/qwen3-tts/sampling.js';
 import { loadTtsTokenizer } from '../../src/families/qwen3-tts/tokenizer.js';
@@ -215,10 +215,10 @@ describe('Qwen3-TTS synthesis', () => {
     expect(rms(spoken.samples)).toBeGreaterThan(0.05);
     expect(spoken.samples.every((x) => x >= -1 && x <= 1)).toBe(true);
 
-    // 16 tokens → 36 frames: blocks of 2, 4, 8, 16, then the rest (the streaming decoder takes blocks of any size).
+    // 16 tokens → 36 frames: blocks of 2, 4, 8, then the streaming decoder's largest (8), then the rest.
     const long = await speak('customvoice', { text: 'One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen.' });
     expect(long.frames).toBe(expectedFrames(16));
-    expect(long.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([2, 4, 8, 16, 6]);
+    expect(long.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([2, 4, 8, 8, 8, 6]);
   });
 
   it('gives identical audio for the same seed, and other audio for another seed or speaker', async () => {
@@ -252,10 +252,10 @@ describe('Qwen3-TTS synthesis', () => {
       const frames = await speak('customvoice', { text, seed: 9 });
       expect(frames.blocks).toHaveLength(frames.frames);
       expect(maxAbsDiff(streamed.samples, frames.samples)).toBeLessThan(1e-5);
-      // The streaming decoder carries its state whatever the block: one block of everything.
+      // The decoder's largest block (8 frames: STREAMING_MAX_BLOCK) holds: a policy asking for more gets 8.
       runtime.blockPolicy = { first: 25, growth: 1, max: 25 };
       const large = await speak('customvoice', { text, seed: 9 });
-      expect(large.blocks[0]!.length).toBe(streamed.frames * SAMPLES_PER_FRAME);
+      expect(large.blocks[0]!.length).toBe(STREAMING_MAX_BLOCK * SAMPLES_PER_FRAME);
       expect(maxAbsDiff(streamed.samples, large.samples)).toBeLessThan(1e-5);
     } finally {
       runtime.blockPolicy = STREAMING_BLOCKS;

@@ -14,7 +14,7 @@ import { UnpreparableGraph, type Tensor } from './predictor-weights.js';
  * the export gives them), and accepted only if it reproduces the published
  * graph: probe codes decoded in blocks of 1, 2, 4, 8 and 10 frames from the
  * zero state must give the published decode's samples within
- * CHECK_TOLERANCE of full scale. A graph that does not read that way or
+ * DECODER_CHECK_TOLERANCE of full scale. A graph that does not read that way or
  * misses is refused with the reason (the published graph is used then).
  */
 
@@ -22,6 +22,8 @@ import { UnpreparableGraph, type Tensor } from './predictor-weights.js';
 export const DECODER_CHECK_TOLERANCE = 1e-3;
 const PROBE_BLOCKS = [1, 2, 4, 8, 10];
 const PROBE_SEED = 1234;
+/** Codes per group of the released decoder (its codebook_size); every export has it. */
+const CODEBOOK_SIZE = 2048;
 
 export interface PreparedDecoder {
   /** The streaming graph's session (on `threads` threads). */
@@ -87,7 +89,7 @@ async function compare(reference: OnnxSession, streaming: StreamingCodecDecoder,
   const length = typeof traced === 'number' && traced > 0 ? traced : total;
   if (length < total) throw new UnpreparableGraph(`the published graph decodes ${length} frames a call, fewer than the probe's ${total}`);
   let state = PROBE_SEED;
-  const frames = Array.from({ length }, () => Int32Array.from({ length: groups }, () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) % 2048));
+  const frames = Array.from({ length }, () => Int32Array.from({ length: groups }, () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) % CODEBOOK_SIZE));
   const codes = BigInt64Array.from({ length: length * groups }, (_, i) => BigInt(frames[Math.floor(i / groups)]![i % groups]!));
   const out = await reference.runWith({ [reference.inputName]: { type: 'int64', data: codes, dims: [1, length, groups] } }, { fetch: [reference.outputName] });
   const expected = out[reference.outputName]!.data as Float32Array;
@@ -117,15 +119,25 @@ async function compare(reference: OnnxSession, streaming: StreamingCodecDecoder,
  */
 export async function openCodecDecoder(published: string, prepared: PreparedFile | undefined, codec: CodecConfig, threads: number): Promise<{ decoder: BlockDecoder; note: string }> {
   const groups = codec.decoder.quantizers;
-  const publishedDecoder = async (note: string) => ({ decoder: new CodecDecoder(await OnnxSession.create(published, { threads }), groups, codec), note });
+  // A decoder that refuses its session (a graph whose shapes do not fit) leaves no worker behind.
+  const wrap = <D extends BlockDecoder>(session: OnnxSession, make: (session: OnnxSession) => D): D => {
+    try {
+      return make(session);
+    } catch (error) {
+      void session.release();
+      throw error;
+    }
+  };
+  const publishedDecoder = async (note: string) => ({ decoder: wrap(await OnnxSession.create(published, { threads }), (s) => new CodecDecoder(s, groups, codec)), note });
+  const streamingDecoder = (session: OnnxSession) => wrap(session, (s) => new StreamingCodecDecoder(s, groups, codec));
   if (process.env.LSERVE_TTS_DECODER === 'published') return publishedDecoder('the published codec decoder (LSERVE_TTS_DECODER=published)');
   const { file, stale } = await current(prepared, published);
-  if (file) return { decoder: new StreamingCodecDecoder(await OnnxSession.create(file, { threads }), groups, codec), note: 'the streaming codec decoder prepared at pull' };
+  if (file) return { decoder: streamingDecoder(await OnnxSession.create(file, { threads })), note: 'the streaming codec decoder prepared at pull' };
   const started = Date.now();
   try {
     const { session, difference } = await prepareStreamingDecoder(published, codec, threads);
     return {
-      decoder: new StreamingCodecDecoder(session, groups, codec),
+      decoder: streamingDecoder(session),
       note: `${stale}the streaming codec decoder, prepared in memory in ${seconds(started)} (samples within ${difference.toExponential(1)} of the published graph's; \`lserve pull\` the model again to keep it)`,
     };
   } catch (error) {

@@ -32,7 +32,6 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { describeRun, fmt, frameParts, median, synthesize, type Parts, type SynthesisRun } from './tts/loop.js';
 import { matmulRates } from './tts/matmul.js';
-import { STREAMING_BLOCKS } from '../src/families/qwen3-tts/codec.js';
 import { machineThreads } from '../src/runtimes/onnx/threads.js';
 import { isGraphs, isVariant, loadRuntime, pulledGraphs, variantDir, weightBytes, writeBenchModel, type Graphs, type LoadedRuntime, type Variant } from './tts/model.js';
 
@@ -70,6 +69,8 @@ interface PairResult extends Pair {
   /** Which talker and code predictor ran, and their preparation's time (the generator's own notes). */
   graphNotes: string;
   loadSeconds: number;
+  /** The decoder's first block (its block policy's). */
+  defaultFirst: number;
   peakRssBytes: number;
   runs: SynthesisRun[];
   decoderRuns: SynthesisRun[];
@@ -87,7 +88,7 @@ async function runPair({ variant, graphs }: Pair): Promise<PairResult> {
   console.log(`load: ${fmt(loadSeconds)} s, RSS ${fmt(process.memoryUsage().rss / 2 ** 30, 2)} GiB (the workers' ORT memory included); graphs: ${graphNotes || 'as published'}`);
   // The loader's schedule: the decoder comparison below runs with it.
   const defaultFirst = runtime.blockPolicy.first;
-  const result: PairResult = { variant, graphs, graphNotes, loadSeconds, peakRssBytes: 0, runs: [], decoderRuns: [] };
+  const result: PairResult = { variant, graphs, graphNotes, loadSeconds, defaultFirst, peakRssBytes: 0, runs: [], decoderRuns: [] };
   let split: LoadedRuntime | undefined;
   try {
     if (!skip.has('audio')) {
@@ -149,7 +150,7 @@ function inChild(pair: Pair): Promise<PairResult> {
 
 /** Per run: RTF with the plan's decoder threads ÷ RTF with --decoder-threads, both at the runtime's first block (run one after the other). */
 function pairedRatios(r: PairResult): number[] {
-  const plan = r.runs.filter((x) => x.first === STREAMING_BLOCKS.first);
+  const plan = r.runs.filter((x) => x.first === r.defaultFirst);
   return r.decoderRuns.map((x, i) => (plan[i] ? plan[i]!.rtf / x.rtf : NaN));
 }
 
@@ -177,9 +178,8 @@ function table(results: PairResult[]): void {
     ['load, s', (r) => r.loadSeconds, 1],
   ];
   if (compareDecoder) {
-    const first = STREAMING_BLOCKS.first;
     rows.push(
-      [`first audio, first block ${first}, decoder ${decoderThreads} thr, s`, (r) => median(r.decoderRuns.map((x) => x.firstAudio)), 2],
+      [`first audio, decoder's first block, decoder ${decoderThreads} thr, s`, (r) => median(r.decoderRuns.map((x) => x.firstAudio)), 2],
       [`loop frames/s, decoder ${decoderThreads} thr`, (r) => median(r.decoderRuns.map((x) => x.loopFps)), 2],
       [`RTF, decoder ${decoderThreads} thr`, (r) => median(r.decoderRuns.map((x) => x.rtf)), 2],
       [`RTF, plan ÷ decoder ${decoderThreads} thr (paired runs)`, (r) => median(pairedRatios(r)), 2],
@@ -211,7 +211,7 @@ function pairs(): Pair[] {
   const variants = args.weights.split(',').filter(Boolean);
   const graphs = args.graphs.split(',').filter(Boolean);
   const unknown = [...variants.filter((v) => !isVariant(v)).map((v) => `--weights ${v}`), ...graphs.filter((g) => !isGraphs(g)).map((g) => `--graphs ${g}`)];
-  if (unknown.length) throw new Error(`unknown ${unknown.join(', ')} (weights: fp32, int4, int4-acc4; graphs: published, fixed-decoder, prepared)`);
+  if (unknown.length) throw new Error(`unknown ${unknown.join(', ')} (weights: fp32, int4, int4-acc4, 1.7b-int4; graphs: published, fixed-decoder, prepared)`);
   return (variants as Variant[]).flatMap((variant) => (graphs as Graphs[]).map((g) => ({ variant, graphs: g })));
 }
 

@@ -1,13 +1,13 @@
 import { createRequire } from 'node:module';
 import type * as Ort from 'onnxruntime-node';
-import { CodecDecoder, STREAMING_BLOCKS, StreamingBlocks } from '../../src/families/qwen3-tts/codec.js';
+import { CodecDecoder, StreamingBlocks, type BlockDecoder } from '../../src/families/qwen3-tts/codec.js';
 import { framePredictor } from '../../src/families/qwen3-tts/code-predictor.js';
 import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { openPredictor, openTalker } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
 import { openCodecDecoder } from '../../src/families/qwen3-tts/prepared/prepare-decoder.js';
 import { preparedFiles } from '../../src/families/qwen3-tts/prepared/prepare.js';
 import { OnnxSession, ortSessionOptions } from '../../src/runtimes/onnx/session.js';
-import { QWEN3_TTS_0_6B, talkerPastName } from '../../test/fixtures/onnx/qwen3-tts.js';
+import { talkerPastName } from '../../test/fixtures/onnx/qwen3-tts.js';
 import { benchConfig, GRAPH_PLANS, pulledGraphs, type BenchModel, type Graphs } from './model.js';
 
 const ort = createRequire(import.meta.url)('onnxruntime-node') as typeof Ort;
@@ -34,10 +34,10 @@ export interface SynthesisRun {
 /**
  * One sentence through the runtime (prefill, frame loop, streamed decode),
  * with the first audio block cut after `first` frames (the later blocks as
- * STREAMING_BLOCKS grows them).
+ * the decoder's block policy grows them).
  */
 export async function synthesize(runtime: Qwen3TtsRuntime, first: number, maxFrames: number, seed: number): Promise<SynthesisRun> {
-  runtime.blockPolicy = { ...STREAMING_BLOCKS, first };
+  runtime.blockPolicy = { ...runtime.blockPolicy, first };
   const started = performance.now();
   let firstAudio = 0;
   // The synthetic talker stops after 2 frames a text token (≈ 28 for the sentence): longer runs repeat it, up to maxFrames.
@@ -82,9 +82,9 @@ export interface Parts {
   frame: number;
 }
 
-/** The blocks a sentence of `frames` frames is decoded in, cut as the runtime cuts them (STREAMING_BLOCKS). */
-function blockSizes(frames: number, maxBlock: number): number[] {
-  const blocks = new StreamingBlocks(STREAMING_BLOCKS, maxBlock);
+/** The blocks a sentence of `frames` frames is decoded in, cut as the runtime cuts them (the decoder's policy). */
+function blockSizes(frames: number, decoder: BlockDecoder): number[] {
+  const blocks = new StreamingBlocks(decoder.blocks, decoder.maxBlock);
   const sizes: number[] = [];
   const take = (final: boolean) => {
     for (let block = blocks.take(final); block; block = blocks.take(final)) sizes.push(block.to - block.from);
@@ -110,7 +110,7 @@ const argmax = (logits: Float32Array) => logits.reduce((best, x, i) => (x > logi
  * sentence of `frames` frames in the runtime's blocks, per frame.
  */
 export async function frameParts(model: BenchModel, graphs: Graphs, threads: number, frames: number, prompt = 24): Promise<Parts> {
-  const s = QWEN3_TTS_0_6B.talker;
+  const s = model.shape.talker;
   const options = ortSessionOptions({ threads });
   const plan = GRAPH_PLANS[graphs];
   const { config, codec } = await benchConfig(model);
@@ -149,7 +149,7 @@ export async function frameParts(model: BenchModel, graphs: Graphs, threads: num
       ? (await openCodecDecoder(model.files.tok_decoder!, (await preparedFiles({ ...model.files, ...(await pulledGraphs(model)) })).tok_decoder, codec, threads)).decoder
       : new CodecDecoder(await OnnxSession.create(model.files.tok_decoder!, { threads }), config.groups, codec);
   const silence = Array.from({ length: frames }, () => new Int32Array(config.groups));
-  const sizes = blockSizes(frames, decoder.maxBlock);
+  const sizes = blockSizes(frames, decoder);
   const sentence = await timeIt(2, async () => {
     const stream = decoder.stream();
     let at = 0;

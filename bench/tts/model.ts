@@ -15,7 +15,7 @@ import { GeneratorWorker } from '../../src/families/qwen3-tts/worker-client.js';
 import { JobQueue } from '../../src/core/job-queue.js';
 import { OnnxSession } from '../../src/runtimes/onnx/session.js';
 import { machineThreads } from '../../src/runtimes/onnx/threads.js';
-import { QWEN3_TTS_0_6B, qwen3TtsFiles, writeQwen3TtsModel, type Qwen3TtsShape } from '../../test/fixtures/onnx/qwen3-tts.js';
+import { QWEN3_TTS_0_6B, QWEN3_TTS_1_7B, qwen3TtsFiles, writeQwen3TtsModel, type Qwen3TtsShape } from '../../test/fixtures/onnx/qwen3-tts.js';
 import type { TransformerShape } from '../../test/fixtures/onnx/qwen3-tts/graph.js';
 import type { Int4Weights } from '../../test/fixtures/onnx/qwen3-tts/int4.js';
 
@@ -30,6 +30,8 @@ export const VARIANTS = {
   fp32: undefined,
   int4: { blockSize: 32 },
   'int4-acc4': { blockSize: 32, accuracyLevel: 4 },
+  /** int4 at Qwen3-TTS-12Hz-1.7B's dimensions (QWEN3_TTS_1_7B). */
+  '1.7b-int4': { blockSize: 32 },
 } satisfies Record<string, Int4Weights | undefined>;
 export type Variant = keyof typeof VARIANTS;
 
@@ -37,12 +39,13 @@ export const isVariant = (name: string): name is Variant => name in VARIANTS;
 
 export function variantShape(variant: Variant): Qwen3TtsShape {
   const int4 = VARIANTS[variant];
-  return int4 ? { ...QWEN3_TTS_0_6B, int4 } : QWEN3_TTS_0_6B;
+  const shape = variant.startsWith('1.7b') ? QWEN3_TTS_1_7B : QWEN3_TTS_0_6B;
+  return int4 ? { ...shape, int4 } : shape;
 }
 
 export function variantDir(variant: Variant): string {
-  const suffix = variant === 'fp32' ? '' : `-${variant}`;
-  return fileURLToPath(new URL(`../../test/.cache/qwen3-tts-0.6b-bench${suffix}`, import.meta.url));
+  const name = variant.startsWith('1.7b') ? `qwen3-tts-bench-${variant}` : `qwen3-tts-0.6b-bench${variant === 'fp32' ? '' : `-${variant}`}`;
+  return fileURLToPath(new URL(`../../test/.cache/${name}`, import.meta.url));
 }
 
 /** Weights of the linear layers of one decoder layer (q, k, v, o, gate, up, down). */
@@ -90,6 +93,7 @@ export const isGraphs = (name: string): name is Graphs => name in GRAPH_PLANS;
 export interface BenchModel {
   dir: string;
   files: Record<string, string>;
+  shape: Qwen3TtsShape;
   sizeBytes: number;
   writeSeconds: number;
 }
@@ -97,10 +101,11 @@ export interface BenchModel {
 export async function writeBenchModel(variant: Variant): Promise<BenchModel> {
   const started = performance.now();
   const dir = variantDir(variant);
-  await writeQwen3TtsModel(dir, 'customvoice', variantShape(variant));
+  const shape = variantShape(variant);
+  await writeQwen3TtsModel(dir, 'customvoice', shape);
   const files = Object.fromEntries(Object.entries(qwen3TtsFiles('customvoice')).map(([role, f]) => [role, path.join(dir, f)]));
   const sizeBytes = Object.values(files).reduce((sum, f) => sum + statSync(f).size, 0);
-  return { dir, files, sizeBytes, writeSeconds: (performance.now() - started) / 1000 };
+  return { dir, files, shape, sizeBytes, writeSeconds: (performance.now() - started) / 1000 };
 }
 
 const json = async <T>(file: string) => JSON.parse(await readFile(file, 'utf8')) as T;

@@ -211,14 +211,15 @@ describe('Qwen3-TTS synthesis', () => {
     const spoken = await speak('customvoice', { text: 'Hello world.', speaker: 'Ryan', language: 'English' });
     expect(spoken.frames).toBe(expectedFrames(3));
     expect(spoken.samples.length).toBe(spoken.frames * SAMPLES_PER_FRAME);
-    expect(spoken.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([2, 4, 4]);
+    // The streaming decoder's blocks: the first after one frame, then twice the last.
+    expect(spoken.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([1, 2, 4, 3]);
     expect(rms(spoken.samples)).toBeGreaterThan(0.05);
     expect(spoken.samples.every((x) => x >= -1 && x <= 1)).toBe(true);
 
-    // 16 tokens → 36 frames: blocks of 2, 4, 8, then the streaming decoder's largest (8), then the rest.
+    // 16 tokens → 36 frames: blocks of 1, 2, 4, 8, then the streaming decoder's largest (8), then the rest.
     const long = await speak('customvoice', { text: 'One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen.' });
     expect(long.frames).toBe(expectedFrames(16));
-    expect(long.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([2, 4, 8, 8, 8, 6]);
+    expect(long.blocks.map((b) => b.length / SAMPLES_PER_FRAME)).toEqual([1, 2, 4, 8, 8, 8, 5]);
   });
 
   it('gives identical audio for the same seed, and other audio for another seed or speaker', async () => {
@@ -244,6 +245,7 @@ describe('Qwen3-TTS synthesis', () => {
     // Against upstream's decode of the whole: qwen3-tts-decoder-stream.test.ts; the published decoder's blocks: qwen3-tts-codec.test.ts.
     const runtime = runtimes.customvoice;
     const text = 'Blocks or not, the audio is the same.';
+    const policy = runtime.blockPolicy;
     try {
       const streamed = await speak('customvoice', { text, seed: 9 });
       expect(streamed.frames).toBeLessThanOrEqual(25);
@@ -258,7 +260,7 @@ describe('Qwen3-TTS synthesis', () => {
       expect(large.blocks[0]!.length).toBe(STREAMING_MAX_BLOCK * SAMPLES_PER_FRAME);
       expect(maxAbsDiff(streamed.samples, large.samples)).toBeLessThan(1e-5);
     } finally {
-      runtime.blockPolicy = STREAMING_BLOCKS;
+      runtime.blockPolicy = policy;
     }
   });
 

@@ -46,15 +46,25 @@ export interface BlockPolicy {
 }
 
 /**
- * Audio starts after 2 frames (160 ms of speech); each next block is twice
- * the last, as large as the decoder allows. Measured at the 0.6B model's size
- * on 2 cores (bench/tts.ts), a first block of 2 instead of 4 frames brings the
- * first audio of a sentence from 2.4–2.9 s to 1.4–1.7 s (int4) for one more
- * decoder call. Doubling keeps a block's generation no longer than the audio
- * already sent lasts whenever generation keeps up with real time, and fewer,
- * larger blocks pay for the look-back fewer times.
+ * The published decoder's blocks: audio starts after 2 frames (160 ms of
+ * speech); each next block is twice the last, as large as the decoder
+ * allows. Measured at the 0.6B model's size on 2 cores (bench/tts.ts), a
+ * first block of 2 instead of 4 frames brings the first audio of a sentence
+ * from 2.4–2.9 s to 1.4–1.7 s (int4) for one more decoder call; a first block
+ * of 1 costs a whole 25-frame call more. Doubling keeps a block's generation
+ * no longer than the audio already sent lasts whenever generation keeps up
+ * with real time, and fewer, larger blocks pay for the look-back fewer times.
  */
 export const STREAMING_BLOCKS: BlockPolicy = { first: 2, growth: 2, max: Number.POSITIVE_INFINITY };
+
+/**
+ * The streaming decoder's blocks: audio starts after the first frame. A
+ * block costs what its frames cost, so a first block of 1 costs no more
+ * decoding: measured at the 0.6B model's size on 2 cores (bench/tts.ts,
+ * int4), first audio 0.15–0.20 s against 0.22–0.26 s with a first block of
+ * 2, the same RTF (1.08–1.11 against 1.07–1.14).
+ */
+export const STATEFUL_BLOCKS: BlockPolicy = { first: 1, growth: 2, max: Number.POSITIVE_INFINITY };
 
 /** The block after `previous` frames (0 for the first). */
 export function nextBlockSize(policy: BlockPolicy, previous: number): number {
@@ -72,6 +82,8 @@ export interface DecodeStream {
 export interface BlockDecoder {
   /** The largest block one call decodes. */
   readonly maxBlock: number;
+  /** How its blocks are best cut. */
+  readonly blocks: BlockPolicy;
   readonly samplesPerFrame: number;
   stream(): DecodeStream;
   release(): Promise<void>;
@@ -79,6 +91,7 @@ export interface BlockDecoder {
 
 /** The published decoder: each block decoded again with its look-back (the graph carries no state). */
 export class CodecDecoder implements BlockDecoder {
+  readonly blocks = STREAMING_BLOCKS;
   /** Frames one call takes: the graph's fixed frame axis, or MAX_CALL_FRAMES when the axis is open. */
   readonly callFrames: number;
   /** Whether the frame axis is fixed (short calls are padded). */
@@ -158,6 +171,7 @@ export class CodecDecoder implements BlockDecoder {
  */
 export class StreamingCodecDecoder implements BlockDecoder {
   readonly maxBlock = STREAMING_MAX_BLOCK;
+  readonly blocks = STATEFUL_BLOCKS;
   readonly samplesPerFrame: number;
   /** The state's inputs and their shapes (the zero state starts each utterance). */
   private readonly states: Array<{ name: string; dims: readonly number[] }> = [];

@@ -3,7 +3,7 @@ import { machineCores } from '../../runtimes/onnx/threads.js';
 import { InvalidRequestError, ServerError } from '../../core/errors.js';
 import type { JobQueue } from '../../core/job-queue.js';
 import type { SpeechModelInfo, SpeechRuntime, SynthesisRequest } from '../../core/tasks/speak/synthesizer.js';
-import { STREAMING_BLOCKS, StreamingBlocks, type BlockDecoder, type BlockPolicy } from './codec.js';
+import { StreamingBlocks, type BlockDecoder, type BlockPolicy } from './codec.js';
 import type { TtsConfig } from './config.js';
 import type { GenerateRequest, ReferenceCodes, StopReason } from './generator.js';
 import { GeneratorError, LoopHold, type GeneratorWorker } from './worker-client.js';
@@ -97,8 +97,8 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
   readonly info: SpeechModelInfo;
   private turn: Promise<unknown> = Promise.resolve();
   private readonly references = new WeakMap<object, Promise<ReferenceCodes>>();
-  /** When audio blocks are cut; a generation reads it when it starts. */
-  blockPolicy: BlockPolicy = STREAMING_BLOCKS;
+  /** When audio blocks are cut (the decoder's own policy unless set); a generation reads it when it starts. */
+  blockPolicy: BlockPolicy;
   /**
    * Whether the frame loop waits while the first block decodes: where the
    * loop's and the decoder's threads share the cores, the first decode
@@ -118,6 +118,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     private readonly log?: (message: string) => void,
   ) {
     this.info = speechInfo(config, defaultSpeaker);
+    this.blockPolicy = codec.blocks;
   }
 
   async synthesize(request: SynthesisRequest, onAudio: (samples: Float32Array) => void, signal: AbortSignal): Promise<{ frames: number }> {

@@ -21,9 +21,9 @@ import type { Tensor } from './predictor-weights.js';
  * last input, each attention layer's keys and values of the last window − 1
  * frames) and gives their samples and the state after them. Decoding an
  * utterance in blocks of any size from the zero state gives the samples one
- * decode of the whole gives, and each frame is decoded once. The `whole`
- * graph is the plain decode (what the export computes), used to check the
- * streaming one and by the test fixtures.
+ * decode of the whole gives, and each frame is decoded once. The plain
+ * graph (`streaming: false`) decodes as the export does: the test fixtures'
+ * export is one.
  */
 
 const { onnx } = onnxProto;
@@ -56,8 +56,6 @@ export interface DecoderGraphOptions {
 const SNAKE_EPSILON = 1e-9;
 const CODEBOOK_EPSILON = 1e-5;
 const CONVNEXT_EPSILON = 1e-6;
-const CONVNEXT_KERNEL = 7;
-const DECODER_KERNEL = 7;
 const RESIDUAL_DILATIONS = [1, 3, 9];
 
 export function buildDecoderGraph(weight: DecoderWeights, dims: DecoderDims, options: DecoderGraphOptions): Uint8Array {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { CodecDecoder } from '../../src/families/qwen3-tts/codec.js';
-import { parseCodecConfig, type CodecConfig, type SpeechTokenizerConfigJson } from '../../src/families/qwen3-tts/codec-config.js';
+import { readCodecConfig, type CodecConfig } from '../../src/families/qwen3-tts/codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson, type TtsConfig } from '../../src/families/qwen3-tts/config.js';
 import type { GraphPaths } from '../../src/families/qwen3-tts/generator.js';
 import { PREPARED_PLAN, type GraphPlan } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
@@ -113,7 +113,7 @@ const json = async <T>(file: string) => JSON.parse(await readFile(file, 'utf8'))
 export async function benchConfig(model: BenchModel): Promise<{ config: TtsConfig; codec: CodecConfig }> {
   const { files } = model;
   const config = parseTtsConfig(await json<ModelConfigJson>(files.config!), await json<GenerationConfigJson>(files.generation_config!));
-  return { config, codec: parseCodecConfig(await json<SpeechTokenizerConfigJson>(files.speech_tokenizer_config!)) };
+  return { config, codec: await readCodecConfig(files) };
 }
 
 /**

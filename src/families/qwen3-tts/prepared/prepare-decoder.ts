@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import onnxProto from 'onnx-proto';
 import { OnnxSession } from '../../../runtimes/onnx/session.js';
@@ -5,7 +6,6 @@ import { CodecDecoder, StreamingCodecDecoder, type BlockDecoder } from '../codec
 import type { CodecConfig } from '../codec-config.js';
 import { buildDecoderGraph, type DecoderWeights } from './decoder-graph.js';
 import { current, seconds, type PreparedFile } from './open-prepared.js';
-import { fileSha256 } from './prepare-predictor.js';
 import { UnpreparableGraph, type Tensor } from './predictor-weights.js';
 
 /**
@@ -54,7 +54,8 @@ export function readDecoderWeights(model: onnxProto.onnx.IModelProto, heads: num
 }
 
 export async function prepareStreamingDecoder(published: string, codec: CodecConfig, threads: number, keepModel = false): Promise<PreparedDecoder> {
-  const [bytes, source] = await Promise.all([readFile(published), fileSha256(published)]);
+  const bytes = await readFile(published);
+  const source = createHash('sha256').update(bytes).digest('hex');
   const { weight, headDim } = readDecoderWeights(onnxProto.onnx.ModelProto.decode(bytes), codec.decoder.heads);
   let model: Uint8Array;
   try {
@@ -63,9 +64,9 @@ export async function prepareStreamingDecoder(published: string, codec: CodecCon
     throw error instanceof UnpreparableGraph ? error : new UnpreparableGraph((error as Error).message);
   }
   const name = `${published} (streaming)`;
-  // The session takes its bytes; a copy stays when they are to be written.
+  // Each session takes its bytes (the published ones are read once; the weights were copied into `model`); a copy stays when they are to be written.
   const [reference, streaming] = await Promise.all([
-    OnnxSession.create(published, { threads }),
+    OnnxSession.create(published, { threads }, bytes),
     OnnxSession.create(name, { threads }, keepModel ? Uint8Array.prototype.slice.call(model) : model).catch((error: Error) => new UnpreparableGraph(`the streaming graph does not load (${error.message.split('\n')[0]})`)),
   ]);
   try {

@@ -48,6 +48,11 @@ export function setLlamaAddonHome(home: string): void {
   addonHome = home;
 }
 
+/** The home set last: a worker thread that loads llama.cpp is handed it. */
+export function llamaAddonHome(): string {
+  return addonHome;
+}
+
 /** Whether the threadpool addon's pools spin between decodes (its default) or sleep as soon as a decode ends. */
 let polling = true;
 const created = new Set<Llama>();

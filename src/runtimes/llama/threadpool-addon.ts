@@ -20,7 +20,9 @@ import { buildCpuVariants, CPU_VARIANT_RECIPE } from './cpu-variant-build.js';
  * (lserveMtmd.cpp: images and audio in chat, runtimes/llama/mtmd.ts), with
  * that library's own sources (tools/mtmd, vendor/hash) compiled in, and its
  * read of log-probabilities from the logits (lserveLogprobs.cpp,
- * runtimes/llama/native-logprobs.ts).
+ * runtimes/llama/native-logprobs.ts), and its decode of a model from input
+ * embeddings instead of tokens (lserveEmbedDecode.cpp,
+ * runtimes/llama/embed-decoder.ts).
  *
  * Only the addon's ≈ 20 C++ files and libmtmd's ≈ 55 are compiled — about
  * two minutes on 2 cores, never the rest of llama.cpp — from the sources
@@ -35,8 +37,8 @@ import { buildCpuVariants, CPU_VARIANT_RECIPE } from './cpu-variant-build.js';
  */
 
 const PATCH = fileURLToPath(new URL('../../../scripts/llama/threadpool.patch', import.meta.url));
-/** lserve's own bindings, copied into the addon folder (the patch registers them): libmtmd, and the read of log-probabilities. */
-const BINDINGS = ['lserveMtmd.cpp', 'lserveLogprobs.cpp'].map((file) => fileURLToPath(new URL(`../../../scripts/llama/${file}`, import.meta.url)));
+/** lserve's own bindings, copied into the addon folder (the patch registers them): libmtmd, the read of log-probabilities, the decode from embeddings. */
+const BINDINGS = ['lserveMtmd.cpp', 'lserveLogprobs.cpp', 'lserveEmbedDecode.cpp'].map((file) => fileURLToPath(new URL(`../../../scripts/llama/${file}`, import.meta.url)));
 /** What the build reads from the bundled llama.cpp source: the headers the addon includes, libmtmd's sources. */
 const SOURCE_DIRS = ['include', 'common', 'ggml/include', 'src', 'vendor', 'tools/mtmd'];
 /** The prebuilt CPU variants are loaded by ggml at run time; the addon links the rest. */

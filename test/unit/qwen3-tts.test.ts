@@ -264,11 +264,11 @@ describe('Qwen3-TTS synthesis', () => {
     }
   });
 
-  it('holding the loop while the first block decodes changes no sample; an abort while held stops at once', async () => {
+  it('holding the loop while each block decodes changes no sample; an abort while held stops at once', async () => {
     const runtime = runtimes.customvoice;
     const text = 'The first block is decoded alone, then the loop goes on.';
     const free = await speak('customvoice', { text, seed: 5 });
-    runtime.holdForFirstBlock = true;
+    runtime.holdBlocks = 'every';
     try {
       const held = await speak('customvoice', { text, seed: 5 });
       expect(held.frames).toBe(free.frames);
@@ -280,7 +280,7 @@ describe('Qwen3-TTS synthesis', () => {
       await expect(pending).rejects.toBe(reason);
       expect((await speak('customvoice', { text, seed: 5 })).samples).toEqual(free.samples);
     } finally {
-      runtime.holdForFirstBlock = false;
+      runtime.holdBlocks = 'none';
     }
   });
 

@@ -60,6 +60,7 @@ export interface FramePredictor {
    * code from its logits with `draw`; false when `aborted` stopped it midway.
    */
   frame(hidden: Float32Array, draw: (logits: Float32Array) => number, aborted: () => boolean): Promise<boolean>;
+  release(): Promise<void>;
 }
 
 abstract class Predictor implements FramePredictor {
@@ -84,6 +85,10 @@ abstract class Predictor implements FramePredictor {
   }
 
   abstract frame(hidden: Float32Array, draw: (logits: Float32Array) => number, aborted: () => boolean): Promise<boolean>;
+
+  release(): Promise<void> {
+    return this.session.release();
+  }
 }
 
 /** The published graph, run once per group. */

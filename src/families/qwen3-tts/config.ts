@@ -55,6 +55,8 @@ export interface TtsConfig {
   maxPositions: number;
   /** The code predictor's attention and norms, for the KV-cached predictor built from its weights (prepared/). */
   predictorDims: PredictorDims;
+  /** The talker's RoPE base and RMSNorm epsilon, for the GGUF converted from its weights (llama/). */
+  talkerNorms: { ropeTheta: number; eps: number };
   /** Talker width, KV heads and head size, for graphs whose shapes leave them open. */
   hidden?: number;
   kvHeads?: number;
@@ -76,6 +78,8 @@ export interface ModelConfigJson {
     hidden_size?: number;
     num_attention_heads?: number;
     max_position_embeddings?: number;
+    rope_theta?: number;
+    rms_norm_eps?: number;
     codec_eos_token_id?: number;
     codec_think_id?: number;
     codec_nothink_id?: number;
@@ -187,6 +191,7 @@ export function parseTtsConfig(config: ModelConfigJson, generation: GenerationCo
       ropeTheta: p.rope_theta ?? 1_000_000,
       eps: p.rms_norm_eps ?? 1e-6,
     },
+    talkerNorms: { ropeTheta: t.rope_theta ?? 1_000_000, eps: t.rms_norm_eps ?? 1e-6 },
     hidden: t.hidden_size,
     kvHeads: t.num_key_value_heads,
     headDim: t.head_dim ?? (t.hidden_size && t.num_attention_heads ? t.hidden_size / t.num_attention_heads : undefined),

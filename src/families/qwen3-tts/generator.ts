@@ -1,14 +1,15 @@
 import ort from 'onnxruntime-node';
-import { readFloats, toFloatType } from '../../runtimes/onnx/float-io.js';
+import { readFloats } from '../../runtimes/onnx/float-io.js';
 import { ortSessionOptions } from '../../runtimes/onnx/session.js';
-import { framePredictor, graphValues, type FramePredictor } from './code-predictor.js';
+import type { FramePredictor } from './code-predictor.js';
 import { parseCodecConfig } from './codec-config.js';
 import type { TtsConfig } from './config.js';
 import { buildPrompt, PromptError, type PromptLayout, type PromptPlan } from './prompt.js';
 import { encodeReferenceCodes } from './reference-codes.js';
 import { FirstCodeSampler, Rng, Sampler } from './sampling.js';
-import { bindTalker, type TalkerBinding } from './talker.js';
-import { openPredictor, openTalker, PREPARED_PLAN, type GraphPlan } from './prepared/open-prepared.js';
+import type { FrameTalker } from './talker.js';
+import { openFrameModels, type FrameModels, type FrameModelSources } from './frame-models.js';
+import { PREPARED_PLAN, type GraphPlan } from './prepared/open-prepared.js';
 import { loadTtsTokenizer, type TokenizerFiles, type TtsTokenizer } from './tokenizer.js';
 
 /**
@@ -38,7 +39,17 @@ export interface GeneratorInit {
   tokenizer: TokenizerFiles;
   /** The prepared talker and predictor unless told otherwise (prepared/open-prepared.ts). */
   graphs?: GraphPlan;
+  /** The lserve home, where the llama.cpp addon that runs the converted talker and predictor is found. */
+  llamaHome?: string;
 }
+
+/**
+ * Positions of the talker's KV cache on llama.cpp, allocated whole at load
+ * (f16, ≈ 112 KB a position at the 0.6B and 1.7B talkers' widths): a piece
+ * speaks at most MAX_PIECE_SECONDS (1500 frames) after a prompt the runtime
+ * keeps within PROMPT_RESERVE_ROWS (runtime.ts).
+ */
+const TALKER_POSITIONS = 1500 + 1024;
 
 export interface GenerateRequest {
   text: string;
@@ -73,80 +84,61 @@ function rank(session: Session, name: string): number | undefined {
 }
 
 export class FrameGenerator {
-  private readonly io: TalkerBinding;
-  private readonly predictor: FramePredictor;
-  /** The frame's codes, which the predictor reads and fills. */
-  private readonly codes: BigInt64Array;
-  private readonly kvHeads: number;
-  private readonly headDim: number;
-  private readonly hidden: number;
   private readonly roleIds: number[];
-  /** attention_mask for any length up to its size: all ones, viewed by prefix. */
-  private ones = new BigInt64Array(0);
 
   private constructor(
     private readonly sessions: Record<keyof GraphPaths, Session | undefined>,
+    private readonly talker: FrameTalker,
+    private readonly predictor: FramePredictor,
+    /** The frame's codes, which the predictor reads and fills. */
+    private readonly codes: BigInt64Array,
+    /** The talker's width. */
+    private readonly hidden: number,
     private readonly config: TtsConfig,
     private readonly tokenizer: TtsTokenizer,
     private readonly referenceSamplesPerFrame: number,
     /** Which talker and code predictor graphs run, and why (for the load line). */
     readonly graphNotes: string,
-    cachedPredictor: boolean,
+    /** Where the loop runs. */
+    readonly loop: FrameModels['loop'],
   ) {
-    const talker = this.talker;
-    this.io = bindTalker(graphValues(talker.inputMetadata), graphValues(talker.outputMetadata), { vocab: config.codecVocab, hidden: config.hidden });
-    const { sizes } = this.io;
-    const kvHeads = sizes.kvHeads ?? config.kvHeads;
-    const headDim = sizes.headDim ?? config.headDim;
-    const hidden = sizes.hidden ?? config.hidden;
-    if (!kvHeads || !headDim || !hidden) throw new Error('cannot tell the talker cache shape from the graph or config.json');
-    this.kvHeads = kvHeads;
-    this.headDim = headDim;
-    this.hidden = hidden;
     this.roleIds = [config.ids.imStart, ...tokenizer.encode('assistant\n')];
-    this.codes = new BigInt64Array(config.groups);
-    const predictor = sessions.code_predictor!;
-    this.predictor = framePredictor(predictor, cachedPredictor, hidden, this.codes);
   }
 
   static async create(init: GeneratorInit): Promise<FrameGenerator> {
     const options = ortSessionOptions({ threads: init.threads });
-    const plan = init.graphs ?? PREPARED_PLAN;
+    const codes = new BigInt64Array(init.config.groups);
+    const sources: FrameModelSources = {
+      talker: init.paths.talker_cache,
+      predictor: init.paths.code_predictor,
+      config: init.config,
+      plan: init.graphs ?? PREPARED_PLAN,
+      threads: init.threads,
+      llamaHome: init.llamaHome,
+      talkerPositions: Math.min(init.config.maxPositions, TALKER_POSITIONS),
+    };
     const entries = Object.entries(init.paths).filter((e): e is [string, string] => e[1] !== undefined && e[0] !== 'code_predictor' && e[0] !== 'talker_cache');
-    const opening = [
-      openPredictor(init.paths.code_predictor, plan, init.config, options, init.threads),
-      openTalker(init.paths.talker_cache, plan, options),
-      ...entries.map(async ([, file]) => ({ session: await ort.InferenceSession.create(file, options) })),
-    ] as const;
-    const settled = await Promise.allSettled(opening);
-    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) {
-      await Promise.all(settled.map((r) => (r.status === 'fulfilled' ? r.value.session.release() : undefined)));
-      throw failed.reason;
-    }
-    const [predictor, talker, ...others] = settled.map((r) => (r as PromiseFulfilledResult<Awaited<(typeof opening)[0]>>).value);
-    const sessions: Record<string, Session> = Object.fromEntries([
-      ['code_predictor', predictor!.session],
-      ['talker_cache', talker!.session],
-      ...entries.map(([role], i) => [role, others[i]!.session]),
-    ]);
-    const notes = [talker!.note, predictor!.note].filter(Boolean).join('; ');
+    const [models, ...opened] = await Promise.allSettled([openFrameModels(sources, options, codes), ...entries.map(([, file]) => ort.InferenceSession.create(file, options))]);
+    const sessions: Record<string, Session> = Object.fromEntries(entries.flatMap(([role], i) => (opened[i]!.status === 'fulfilled' ? [[role, opened[i].value]] : [])));
+    const release = async () => {
+      await Promise.all(Object.values(sessions).map((s) => s.release()));
+      if (models.status === 'fulfilled') await Promise.all([models.value.talker.release(), models.value.predictor.release()]);
+    };
     try {
+      const failed = [models, ...opened].find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      const { talker, predictor, hidden, note, loop } = (models as PromiseFulfilledResult<FrameModels>).value;
       const tokenizer = await loadTtsTokenizer(init.tokenizer);
       const samplesPerFrame = init.referenceSamplesPerFrame ?? parseCodecConfig().encoderSamplesPerFrame;
-      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, init.config, tokenizer, samplesPerFrame, notes, predictor!.cached);
+      return new FrameGenerator(sessions as Record<keyof GraphPaths, Session | undefined>, talker, predictor, codes, hidden, init.config, tokenizer, samplesPerFrame, note, loop);
     } catch (error) {
-      await Promise.all(Object.values(sessions).map((s) => s.release()));
+      await release();
       throw error;
     }
   }
 
-  private get talker(): Session {
-    return this.sessions.talker_cache!;
-  }
-
   async release(): Promise<void> {
-    await Promise.all(Object.values(this.sessions).map((s) => s?.release()));
+    await Promise.all([...Object.values(this.sessions).map((s) => s?.release()), this.talker.release(), this.predictor.release()]);
   }
 
   // ---------------------------------------------------------------- reference voice
@@ -237,7 +229,9 @@ export class FrameGenerator {
     const draw = (logits: Float32Array) => groupSampler.sample(logits, predictorVocab, config.predictor, rng);
 
     if (aborted()) return { frames: 0, reason: 'aborted' };
-    let state = await this.talkerRun(embeds, plan.rows.length, 0, undefined);
+    const capacity = this.talker.capacity ?? Infinity;
+    if (plan.rows.length >= capacity) throw new PromptError(`The prompt takes ${plan.rows.length} positions; the talker holds ${capacity}.`, 'input');
+    let state = await this.talker.step(embeds, plan.rows.length, 0);
     let position = plan.rows.length;
     const codes = this.codes;
     let frames = 0;
@@ -252,42 +246,13 @@ export class FrameGenerator {
       const frame = Int32Array.from(codes, Number);
       onFrame(frame);
       frames++;
-      if (frames >= request.maxFrames) break;
+      if (frames >= request.maxFrames || position >= capacity) break;
       const next = await this.residual(codes);
       addInto(next, 0, steps, Math.min(frames - 1, plan.trailing.length) * this.hidden, this.hidden);
-      state = await this.talkerRun(next, 1, position, state.cache);
+      state = await this.talker.step(next, 1, position);
       position++;
     }
     return { frames, reason: 'length' };
-  }
-
-  /** One talker run over `count` new rows after `past` cached ones. */
-  private async talkerRun(embeds: Float32Array, count: number, past: number, cache: Record<string, ort.Tensor> | undefined) {
-    const total = past + count;
-    if (this.ones.length < total) this.ones = new BigInt64Array(Math.max(total, 2 * this.ones.length, 1024)).fill(1n);
-    const positions = new BigInt64Array(3 * count);
-    for (let row = 0; row < 3; row++) for (let i = 0; i < count; i++) positions[row * count + i] = BigInt(past + i);
-    const io = this.io;
-    const feeds: Record<string, ort.Tensor> = {
-      [io.embeds]: new ort.Tensor(io.types.embeds, toFloatType(embeds, io.types.embeds), [1, count, this.hidden]),
-      [io.positions]: new ort.Tensor('int64', positions, [3, 1, count]),
-      [io.mask]: new ort.Tensor('int64', this.ones.subarray(0, total), [1, total]),
-    };
-    // The cache stays in the graph's own type: presents go back as pasts untouched.
-    const empty = io.types.cache === 'float16' ? new Uint16Array(0) : new Float32Array(0);
-    for (const { past: name, present } of io.cache) {
-      feeds[name] = cache ? cache[present]! : new ort.Tensor(io.types.cache, empty, [1, this.kvHeads, 0, this.headDim]);
-    }
-    const out = await this.talker.run(feeds);
-    const logits = out[io.logits]!;
-    const hidden = out[io.hidden]!;
-    const vocab = this.config.codecVocab;
-    return {
-      logits: readFloats(logits.type, logits.data, (count - 1) * vocab, count * vocab),
-      // The predictor's input: a copy, so the prefill's [T, H] states can go.
-      hidden: readFloats(hidden.type, hidden.data, (count - 1) * this.hidden, count * this.hidden).slice(),
-      cache: out as Record<string, ort.Tensor>,
-    };
   }
 }
 

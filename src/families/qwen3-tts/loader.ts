@@ -9,11 +9,12 @@ import { CodecDecoder } from './codec.js';
 import { readCodecConfig, type CodecConfig } from './codec-config.js';
 import { parseTtsConfig, type GenerationConfigJson, type ModelConfigJson } from './config.js';
 import type { GraphPaths } from './generator.js';
-import { Qwen3TtsRuntime, sharesCores } from './runtime.js';
+import { holdFor, Qwen3TtsRuntime } from './runtime.js';
 import { GeneratorWorker } from './worker-client.js';
 import { graphFile, GRAPHS } from './files.js';
 import { preparedFiles } from './prepared/prepare.js';
 import { PREPARED_PLAN } from './prepared/open-prepared.js';
+import { llamaAddonHome } from '../../runtimes/llama/runtime.js';
 import { openCodecDecoder } from './prepared/prepare-decoder.js';
 
 /**
@@ -80,6 +81,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
       referenceSamplesPerFrame: codec.encoderSamplesPerFrame,
       config,
       graphs: { ...PREPARED_PLAN, files: prepared },
+      llamaHome: llamaAddonHome(),
       tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
     }),
     openCodecDecoder(decoderFile!, prepared.tok_decoder, codec, threads),
@@ -104,7 +106,7 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
   const defaultSpeaker = installed.entry.defaults.default_speaker;
   const queue = new JobQueue(options.maxQueue ?? 16, `Speech synthesis model '${id}'`);
   const runtime = new Qwen3TtsRuntime(generator.value, codecDecoder, config, memoryBytes, queue, typeof defaultSpeaker === 'string' ? defaultSpeaker : undefined, options.log);
-  runtime.holdForFirstBlock = sharesCores(threads, threads);
+  runtime.holdBlocks = holdFor(generator.value.loop, threads, threads);
   return runtime;
 }
 

@@ -64,9 +64,15 @@ export function onePassChars(config: TtsConfig): number {
   return Math.max(1, Math.min(byFrames, byPositions));
 }
 
-/** Whether the frame loop and the decoder, each with its threads, share the cores (see Qwen3TtsRuntime.holdForFirstBlock). */
+/** Whether the frame loop and the decoder, each with its threads, share the cores (see Qwen3TtsRuntime.holdBlocks). */
 export function sharesCores(loopThreads: number, decoderThreads: number): boolean {
   return loopThreads + decoderThreads > machineCores();
+}
+
+/** The blocks the loop waits for (Qwen3TtsRuntime.holdBlocks). */
+export function holdFor(loop: 'llama' | 'onnx', loopThreads: number, decoderThreads: number): Qwen3TtsRuntime['holdBlocks'] {
+  if (!sharesCores(loopThreads, decoderThreads)) return 'none';
+  return loop === 'llama' ? 'every' : 'first';
 }
 
 /** Without a catalog default, English-speaking presets first: most requests to an OpenAI-style endpoint are English. */
@@ -100,13 +106,16 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
   /** When audio blocks are cut (the decoder's own policy unless set); a generation reads it when it starts. */
   blockPolicy: BlockPolicy;
   /**
-   * Whether the frame loop waits while the first block decodes: where the
-   * loop's and the decoder's threads share the cores, the first decode
-   * would otherwise run at half speed beside the loop, and the first audio
-   * waits for it (bench/tts.ts: 2 cores, first audio 1.07 → 0.6 s, the
-   * whole sentence no later). Set by the loader from the thread plan.
+   * Which blocks the frame loop waits for while they decode, where the
+   * loop's and the decoder's threads share the cores (set by the loader,
+   * holdFor()): the first, whose decode would otherwise run at half speed
+   * beside the loop while the first audio waits for it (bench/tts.md, 2
+   * cores: 1.07 → 0.6 s); every block where the loop runs on llama.cpp,
+   * whose threads, unlike ONNX Runtime's, take their cores whole while they
+   * work (RTF 1.04 → 0.80 held; the ONNX loop gains from running beside the
+   * decoder after the first block: 200 frames RTF 1.41 against 1.53 held).
    */
-  holdForFirstBlock = false;
+  holdBlocks: 'none' | 'first' | 'every' = 'none';
 
   constructor(
     private readonly generator: GeneratorWorker,
@@ -200,12 +209,12 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     const stop = new AbortController();
     let failure: unknown;
     let decoded: Promise<void> = Promise.resolve();
-    const hold = this.holdForFirstBlock ? new LoopHold() : undefined;
+    const hold = this.holdBlocks !== 'none' ? new LoopHold() : undefined;
     let first = true;
     const cut = (final: boolean) => {
       for (let block = blocks.take(final); block; block = blocks.take(final)) {
         const { frames, from, to } = block;
-        if (first && hold && !final) hold.hold();
+        if (hold && !final && (first || this.holdBlocks === 'every')) hold.hold();
         first = false;
         decoded = decoded
           .then(async () => {

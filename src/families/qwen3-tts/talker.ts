@@ -1,4 +1,5 @@
-import { floatType, type FloatType } from '../../runtimes/onnx/float-io.js';
+import ort from 'onnxruntime-node';
+import { floatType, readFloats, toFloatType, type FloatType } from '../../runtimes/onnx/float-io.js';
 import { bindRoles, isFloat, staticSize, type GraphValue } from './graph-io.js';
 
 /**
@@ -91,4 +92,65 @@ export function pairCache(pasts: readonly string[], presents: readonly string[])
     return pasts.map((past) => ({ past, present: bySuffix.get(suffix(past, PAST_PREFIX))! }));
   }
   return pasts.map((past, i) => ({ past, present: presents[i]! }));
+}
+
+/** The talker's output for the last row of a run: the first code's logits and the state the code predictor reads. */
+export interface TalkerStep {
+  logits: Float32Array;
+  hidden: Float32Array;
+}
+
+/** A talker with its KV cache: the ONNX graph, or the GGUF on llama.cpp (llama/frame-decoders.ts). */
+export interface FrameTalker {
+  /** Runs `count` new rows (count × width floats) after `past` cached ones; past 0 starts an utterance afresh. */
+  step(embeds: Float32Array, count: number, past: number): Promise<TalkerStep>;
+  /** Positions its cache holds, where bounded. */
+  readonly capacity?: number;
+  release(): Promise<void>;
+}
+
+/** The published (or int8-activation) talker_cache graph: the cache travels as its present outputs. */
+export class OnnxTalker implements FrameTalker {
+  /** attention_mask for any length up to its size: all ones, viewed by prefix. */
+  private ones = new BigInt64Array(0);
+  private cache: Record<string, ort.Tensor> | undefined;
+
+  constructor(
+    private readonly session: ort.InferenceSession,
+    private readonly io: TalkerBinding,
+    private readonly shape: { kvHeads: number; headDim: number; hidden: number; vocab: number },
+  ) {}
+
+  async step(embeds: Float32Array, count: number, past: number): Promise<TalkerStep> {
+    const { io, shape } = this;
+    const total = past + count;
+    if (this.ones.length < total) this.ones = new BigInt64Array(Math.max(total, 2 * this.ones.length, 1024)).fill(1n);
+    const positions = new BigInt64Array(3 * count);
+    for (let row = 0; row < 3; row++) for (let i = 0; i < count; i++) positions[row * count + i] = BigInt(past + i);
+    const feeds: Record<string, ort.Tensor> = {
+      [io.embeds]: new ort.Tensor(io.types.embeds, toFloatType(embeds, io.types.embeds), [1, count, shape.hidden]),
+      [io.positions]: new ort.Tensor('int64', positions, [3, 1, count]),
+      [io.mask]: new ort.Tensor('int64', this.ones.subarray(0, total), [1, total]),
+    };
+    // The cache stays in the graph's own type: presents go back as pasts untouched.
+    const empty = io.types.cache === 'float16' ? new Uint16Array(0) : new Float32Array(0);
+    const cache = past > 0 ? this.cache : undefined;
+    for (const { past: name, present } of io.cache) {
+      feeds[name] = cache ? cache[present]! : new ort.Tensor(io.types.cache, empty, [1, shape.kvHeads, 0, shape.headDim]);
+    }
+    const out = await this.session.run(feeds);
+    this.cache = out as Record<string, ort.Tensor>;
+    const logits = out[io.logits]!;
+    const hidden = out[io.hidden]!;
+    return {
+      logits: readFloats(logits.type, logits.data, (count - 1) * shape.vocab, count * shape.vocab),
+      // The predictor's input: a copy, so the prefill's [T, H] states can go.
+      hidden: readFloats(hidden.type, hidden.data, (count - 1) * shape.hidden, count * shape.hidden).slice(),
+    };
+  }
+
+  async release(): Promise<void> {
+    this.cache = undefined;
+    await this.session.release();
+  }
 }

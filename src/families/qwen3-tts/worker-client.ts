@@ -48,6 +48,8 @@ export class GeneratorWorker {
     private readonly worker: WorkerCalls,
     /** Which talker and code predictor graphs the worker runs, and why (the load line). */
     readonly graphNotes: string,
+    /** Where the frame loop runs: llama.cpp or ONNX Runtime. */
+    readonly loop: 'llama' | 'onnx',
   ) {}
 
   static async start(init: GeneratorInit): Promise<GeneratorWorker> {
@@ -55,14 +57,14 @@ export class GeneratorWorker {
       exited: 'the Qwen3-TTS generator worker exited',
       error: (message, param) => new GeneratorError(message, param),
     });
-    let ready: { graphNotes: string };
+    let ready: { graphNotes: string; loop: 'llama' | 'onnx' };
     try {
-      ready = await worker.call<{ graphNotes: string }>({ type: 'init', init });
+      ready = await worker.call<typeof ready>({ type: 'init', init });
     } catch (error) {
       await worker.terminate();
       throw error;
     }
-    return new GeneratorWorker(worker, ready.graphNotes);
+    return new GeneratorWorker(worker, ready.graphNotes, ready.loop);
   }
 
   /** x-vector (and codes, for in-context cloning) of a 24 kHz reference voice. */

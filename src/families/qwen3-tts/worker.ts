@@ -28,7 +28,7 @@ port.on('message', async (message: Request) => {
   try {
     if (message.type === 'init') {
       generator = await FrameGenerator.create(message.init);
-      port.postMessage({ id, ok: true, result: { graphNotes: generator.graphNotes } });
+      port.postMessage({ id, ok: true, result: { graphNotes: generator.graphNotes, loop: generator.loop } });
     } else if (message.type === 'reference') {
       const result = await ready().encodeReference(message.samples, message.withCodes);
       port.postMessage({ id, ok: true, result }, [result.xvector.buffer as ArrayBuffer, ...result.frames.map((f) => f.buffer as ArrayBuffer)]);

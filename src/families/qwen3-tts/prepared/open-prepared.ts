@@ -27,11 +27,14 @@ export interface GraphPlan {
   predictor: 'cached' | 'published';
   /** MatMulNBits with int8 activations (accuracy_level 4) in the talker and the cached predictor. */
   int8: boolean;
+  /** Where the talker and code predictor run: llama.cpp where pull converted them (frame-models.ts), else (and unset) ONNX Runtime. */
+  loop?: 'llama' | 'onnx';
   /** What `lserve pull` prepared. */
-  files?: { code_predictor?: PreparedFile; talker_cache?: PreparedFile; tok_decoder?: PreparedFile };
+  files?: { code_predictor?: PreparedFile; talker_cache?: PreparedFile; tok_decoder?: PreparedFile; talker_gguf?: PreparedFile; predictor_gguf?: PreparedFile; predictor_heads_gguf?: PreparedFile };
 }
 
-export const PREPARED_PLAN: GraphPlan = { predictor: 'cached', int8: true };
+/** LSERVE_TTS_LOOP=onnx keeps the frame loop on ONNX Runtime where llama.cpp could run it. */
+export const PREPARED_PLAN: GraphPlan = { predictor: 'cached', int8: true, loop: process.env.LSERVE_TTS_LOOP === 'onnx' ? 'onnx' : 'llama' };
 
 export interface Opened {
   session: ort.InferenceSession;

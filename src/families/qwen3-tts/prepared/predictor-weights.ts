@@ -48,19 +48,34 @@ export class UnpreparableGraph extends Error {}
 
 const escape = (text: string) => text.replace(/[.]/g, '\\.');
 
-export function readPredictorWeights(model: OnnxTypes.IModelProto, groups: number): PredictorWeights {
+/** A transformer graph's weights, looked up by module name. */
+export interface GraphWeights {
+  nodes: Node[];
+  initializers: Map<string, Tensor>;
+  producers: Map<string, Node>;
+  consumers(value: string): Node[];
+  /** The initializer whose name ends with `param` (after a dot or at the start), with an optional quantizer suffix. */
+  named(param: string, suffix?: string): Tensor | undefined;
+  tensor(param: string): Tensor;
+  /** The linear layer reading the weight `param` (its output too, to follow the graph from there). */
+  linearAt(param: string): { linear: Linear; input: string; output: string };
+  /** The decoder layers named `layers.<i>.…`. */
+  layers(): LayerWeights[];
+}
+
+export function graphWeights(model: OnnxTypes.IModelProto): GraphWeights {
   const graph = model.graph;
-  if (!graph?.node || !graph.initializer) throw new UnpreparableGraph('the code_predictor file has no graph');
+  if (!graph?.node || !graph.initializer) throw new UnpreparableGraph('the file has no graph');
   const nodes = graph.node;
-  const initializers = new Map(graph.initializer.map((t) => [t.name!, t]));
+  const all = graph.initializer;
+  const initializers = new Map(all.map((t) => [t.name!, t]));
   const producers = new Map<string, Node>();
   for (const n of nodes) for (const out of n.output ?? []) producers.set(out, n);
   const consumers = (value: string) => nodes.filter((n) => n.input?.includes(value));
 
-  /** The initializer whose name ends with `param` (after a dot or at the start), with an optional quantizer suffix. */
   const named = (param: string, suffix = ''): Tensor | undefined => {
     const pattern = new RegExp(`(^|\\.)${escape(param)}${suffix}$`);
-    const found = graph.initializer!.filter((t) => pattern.test(t.name ?? ''));
+    const found = all.filter((t) => pattern.test(t.name ?? ''));
     if (found.length > 1) throw new UnpreparableGraph(`more than one initializer is named like ${param}`);
     return found[0];
   };
@@ -71,7 +86,6 @@ export function readPredictorWeights(model: OnnxTypes.IModelProto, groups: numbe
   };
   const constant = (name: string | undefined) => (name ? initializers.get(name) : undefined);
 
-  /** The linear layer reading the weight `param` (its output too, to follow the graph from there). */
   const linearAt = (param: string): { linear: Linear; input: string; output: string } => {
     const weight = named(param) ?? named(param, '_Q4');
     if (!weight) throw new UnpreparableGraph(`no weight named like ${param}`);
@@ -99,24 +113,33 @@ export function readPredictorWeights(model: OnnxTypes.IModelProto, groups: numbe
     return { linear, input: node.input![0]!, output };
   };
 
-  const layers: LayerWeights[] = [];
-  for (let i = 0; named(`layers.${i}.input_layernorm.weight`); i++) {
-    const p = `layers.${i}`;
-    layers.push({
-      inputNorm: tensor(`${p}.input_layernorm.weight`),
-      q: linearAt(`${p}.self_attn.q_proj.weight`).linear,
-      k: linearAt(`${p}.self_attn.k_proj.weight`).linear,
-      v: linearAt(`${p}.self_attn.v_proj.weight`).linear,
-      o: linearAt(`${p}.self_attn.o_proj.weight`).linear,
-      qNorm: tensor(`${p}.self_attn.q_norm.weight`),
-      kNorm: tensor(`${p}.self_attn.k_norm.weight`),
-      postNorm: tensor(`${p}.post_attention_layernorm.weight`),
-      gate: linearAt(`${p}.mlp.gate_proj.weight`).linear,
-      up: linearAt(`${p}.mlp.up_proj.weight`).linear,
-      down: linearAt(`${p}.mlp.down_proj.weight`).linear,
-    });
-  }
-  if (!layers.length) throw new UnpreparableGraph('no decoder layers named like layers.0.input_layernorm.weight');
+  const layers = (): LayerWeights[] => {
+    const found: LayerWeights[] = [];
+    for (let i = 0; named(`layers.${i}.input_layernorm.weight`); i++) {
+      const p = `layers.${i}`;
+      found.push({
+        inputNorm: tensor(`${p}.input_layernorm.weight`),
+        q: linearAt(`${p}.self_attn.q_proj.weight`).linear,
+        k: linearAt(`${p}.self_attn.k_proj.weight`).linear,
+        v: linearAt(`${p}.self_attn.v_proj.weight`).linear,
+        o: linearAt(`${p}.self_attn.o_proj.weight`).linear,
+        qNorm: tensor(`${p}.self_attn.q_norm.weight`),
+        kNorm: tensor(`${p}.self_attn.k_norm.weight`),
+        postNorm: tensor(`${p}.post_attention_layernorm.weight`),
+        gate: linearAt(`${p}.mlp.gate_proj.weight`).linear,
+        up: linearAt(`${p}.mlp.up_proj.weight`).linear,
+        down: linearAt(`${p}.mlp.down_proj.weight`).linear,
+      });
+    }
+    if (!found.length) throw new UnpreparableGraph('no decoder layers named like layers.0.input_layernorm.weight');
+    return found;
+  };
+  return { nodes, initializers, producers, consumers, named, tensor, linearAt, layers };
+}
+
+export function readPredictorWeights(model: OnnxTypes.IModelProto, groups: number): PredictorWeights {
+  const { nodes, initializers, producers, consumers, named, tensor, linearAt, layers: readLayers } = graphWeights(model);
+  const layers = readLayers();
 
   // Layer 0's input: the residual Add after its o_proj reads it beside the attention's output.
   const attention = linearAt('layers.0.self_attn.o_proj.weight').output;
@@ -133,7 +156,7 @@ export function readPredictorWeights(model: OnnxTypes.IModelProto, groups: numbe
   }
 
   const heads = readHeads(named, linearAt, groups);
-  return { front: closure(frontOutput, producers, initializers, nodes), inputs: graph.input ?? [], projection, layers, norm: tensor('model.norm.weight'), heads };
+  return { front: closure(frontOutput, producers, initializers, nodes), inputs: model.graph!.input ?? [], projection, layers, norm: tensor('model.norm.weight'), heads };
 }
 
 /** The 15 heads: one Linear per group (`lm_head.<g>.weight`), or one stacked [15, d, V] tensor (`lm_head`). */

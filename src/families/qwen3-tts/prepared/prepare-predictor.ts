@@ -83,13 +83,13 @@ export async function fileSha256(file: string): Promise<string> {
   return hash.digest('hex');
 }
 
-interface Probe {
+export interface Probe {
   hidden: ort.Tensor;
   codes: ort.Tensor;
 }
 
 /** A talker state and codes drawn from a fixed seed, in the published graph's input types. */
-function probeInputs(session: ort.InferenceSession, groups: number): Probe {
+export function probeInputs(session: ort.InferenceSession, groups: number): Probe {
   const [hiddenMeta, codesMeta] = session.inputMetadata as ort.InferenceSession.ValueMetadata[];
   const width = hiddenMeta?.isTensor ? Number(hiddenMeta.shape.at(-1)) : NaN;
   if (!hiddenMeta?.isTensor || !codesMeta?.isTensor || !(width > 0)) throw new UnpreparableGraph('the code_predictor inputs are not the talker state and the codes');
@@ -101,7 +101,7 @@ function probeInputs(session: ort.InferenceSession, groups: number): Probe {
   return { hidden, codes };
 }
 
-async function publishedLogits(session: ort.InferenceSession, probe: Probe): Promise<Float32Array> {
+export async function publishedLogits(session: ort.InferenceSession, probe: Probe): Promise<Float32Array> {
   const out = await session.run({ [session.inputNames[0]!]: probe.hidden, [session.inputNames[1]!]: probe.codes });
   const logits = out[session.outputNames[0]!]!;
   return readFloats(logits.type, logits.data).slice();
@@ -135,7 +135,7 @@ async function cachedLogits(session: ort.InferenceSession, probe: Probe, dims: P
 }
 
 /** Mean over `rows` of the total variation distance between softmax(top-k(logits) / T) of `a` and of `b`. */
-function samplingDistance(a: Float32Array, b: Float32Array, rows: number, { temperature, topK }: Pick<Sampling, 'temperature' | 'topK'>): number {
+export function samplingDistance(a: Float32Array, b: Float32Array, rows: number, { temperature, topK }: Pick<Sampling, 'temperature' | 'topK'>): number {
   const vocab = a.length / rows;
   const distribution = (logits: Float32Array) => {
     const k = topK > 0 ? Math.min(topK, vocab) : vocab;
@@ -154,7 +154,7 @@ function samplingDistance(a: Float32Array, b: Float32Array, rows: number, { temp
   return total / rows;
 }
 
-function relativeDifference(expected: Float32Array, actual: Float32Array): number {
+export function relativeDifference(expected: Float32Array, actual: Float32Array): number {
   if (expected.length !== actual.length) return Infinity;
   let largest = 0;
   let worst = 0;

@@ -1,4 +1,4 @@
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { Preparer } from '../../../core/loader.js';
@@ -13,6 +13,7 @@ import { prepareStreamingDecoder } from './prepare-decoder.js';
 import { prepareCodePredictor } from './prepare-predictor.js';
 import { UnpreparableGraph } from './predictor-weights.js';
 import { talkerWithInt8Activations } from './talker-int8.js';
+import { prepareLlamaDecoders, type LlamaAgreement } from '../llama/prepare-llama.js';
 
 /**
  * Work done once when a Qwen3-TTS model is installed (`lserve pull`, or
@@ -27,7 +28,15 @@ import { talkerWithInt8Activations } from './talker-int8.js';
  * cannot be rebuilt is said so here and runs as published.
  */
 
-export const PREPARED_ROLES = { code_predictor: 'code_predictor_prepared', talker_cache: 'talker_cache_prepared', tok_decoder: 'tok_decoder_prepared', sources: 'prepared_sources' } as const;
+export const PREPARED_ROLES = {
+  code_predictor: 'code_predictor_prepared',
+  talker_cache: 'talker_cache_prepared',
+  tok_decoder: 'tok_decoder_prepared',
+  talker_gguf: 'talker_gguf_prepared',
+  predictor_gguf: 'code_predictor_gguf_prepared',
+  predictor_heads_gguf: 'code_predictor_heads_gguf_prepared',
+  sources: 'prepared_sources',
+} as const;
 
 type PreparedGraph = Exclude<keyof typeof PREPARED_ROLES, 'sources'>;
 
@@ -45,7 +54,14 @@ export async function preparedFiles(files: Record<string, string>): Promise<Part
     const file = files[PREPARED_ROLES[graph]];
     return file && typeof shas[graph] === 'string' ? { file, source: shas[graph] } : undefined;
   };
-  return { code_predictor: entry('code_predictor'), talker_cache: entry('talker_cache'), tok_decoder: entry('tok_decoder') };
+  return {
+    code_predictor: entry('code_predictor'),
+    talker_cache: entry('talker_cache'),
+    tok_decoder: entry('tok_decoder'),
+    talker_gguf: entry('talker_gguf'),
+    predictor_gguf: entry('predictor_gguf'),
+    predictor_heads_gguf: entry('predictor_heads_gguf'),
+  };
 }
 
 /**
@@ -97,6 +113,28 @@ export async function writePreparedGraphs(files: Record<string, string>, dir: st
     } catch (error) {
       if (!(error instanceof UnpreparableGraph)) throw error;
       say(`  tok_decoder: kept as published, no streaming one can be built from it (${error.message})`);
+    }
+  }
+  const residual = graphFile(files, 'residual_embed');
+  if (residual) {
+    started = Date.now();
+    try {
+      const llama = await prepareLlamaDecoders({ talker, predictor, residual }, config, path.join(dir, 'prepared'), machineThreads(0));
+      const written = [
+        ['talker_gguf', llama.talker.file, llama.talker.source],
+        ['predictor_gguf', llama.predictor.file, llama.predictor.source],
+        ['predictor_heads_gguf', llama.predictor.heads, llama.predictor.source],
+      ] as const;
+      for (const [graph, file, source] of written) {
+        recorded[PREPARED_ROLES[graph]] = { name: path.posix.join('prepared', path.basename(file)), size: (await stat(file)).size };
+        sources[graph] = source;
+      }
+      const { talker: t, predictor: p } = llama;
+      const within = (a: LlamaAgreement) => `logits within ${(a.logits * 100).toFixed(2)} %, draws ${(a.sampling * 100).toFixed(2)} % apart`;
+      say(`  talker and code_predictor: GGUF for llama.cpp (${[...new Set([...t.dims.types, ...p.dims.types])].join(', ')}; talker ${within(t.agreement)}; predictor ${within(p.agreement)}; ${seconds(started)})`);
+    } catch (error) {
+      // Pull goes on whatever stops the conversion: the loop runs on ONNX Runtime then.
+      say(`  talker and code_predictor: kept on ONNX Runtime (${(error as Error).message})`);
     }
   }
   if (!Object.keys(recorded).length) return recorded;

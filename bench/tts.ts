@@ -38,7 +38,7 @@ import { isGraphs, isVariant, loadRuntime, pulledGraphs, variantDir, weightBytes
 const { values: args } = parseArgs({
   options: {
     weights: { type: 'string', default: 'int4' },
-    graphs: { type: 'string', default: 'published,prepared' },
+    graphs: { type: 'string', default: 'prepared,llama' },
     threads: { type: 'string', default: String(Math.min(os.availableParallelism(), 2)) },
     frames: { type: 'string', default: '24' },
     runs: { type: 'string', default: '2' },
@@ -190,10 +190,11 @@ function table(results: PairResult[]): void {
   for (const variant of [...new Set(results.map((r) => r.variant))]) {
     const find = (graphs: Graphs) => results.find((r) => r.variant === variant && r.graphs === graphs);
     for (const r of results.filter((x) => x.variant === variant)) columns.push([`${variant} ${r.graphs}`, ([, get, digits]) => fmt(get(r), digits)]);
-    const [published, fixed, prepared] = [find('published'), find('fixed-decoder'), find('prepared')];
+    const [published, fixed, prepared, llama] = [find('published'), find('fixed-decoder'), find('prepared'), find('llama')];
     const ratio = (title: string, a: PairResult, b: PairResult) => columns.push([title, ([, get, , meaningful = true]) => (meaningful ? fmt(get(a) / get(b), 2) : '')]);
     if (published && prepared) ratio(`${variant} prep/pub`, prepared, published);
     if (fixed && prepared) ratio(`${variant} prep/fixed`, prepared, fixed);
+    if (prepared && llama) ratio(`${variant} llama/prep`, llama, prepared);
   }
   console.log(`\n## Side by side (${threads} threads, ${frames} frames, median of ${runs}; load average ${load()})`);
   const width = Math.max(14, ...columns.map(([title]) => title.length + 2));
@@ -211,7 +212,7 @@ function pairs(): Pair[] {
   const variants = args.weights.split(',').filter(Boolean);
   const graphs = args.graphs.split(',').filter(Boolean);
   const unknown = [...variants.filter((v) => !isVariant(v)).map((v) => `--weights ${v}`), ...graphs.filter((g) => !isGraphs(g)).map((g) => `--graphs ${g}`)];
-  if (unknown.length) throw new Error(`unknown ${unknown.join(', ')} (weights: fp32, int4, int4-acc4, 1.7b-int4; graphs: published, fixed-decoder, prepared)`);
+  if (unknown.length) throw new Error(`unknown ${unknown.join(', ')} (weights: fp32, int4, int4-acc4, 1.7b-int4; graphs: published, fixed-decoder, prepared, llama)`);
   return (variants as Variant[]).flatMap((variant) => (graphs as Graphs[]).map((g) => ({ variant, graphs: g })));
 }
 

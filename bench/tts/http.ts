@@ -2,16 +2,19 @@
  * Qwen3-TTS through the HTTP API (not a test): the benchmark's 0.6B-sized
  * int4 export (bench/tts/model.ts) registered with `lserve pull <dir>
  * --kind tts` into a home of its own (which prepares its graphs, as for a
- * user), then `lserve serve` started fresh per decoder: the published one
- * (LSERVE_TTS_DECODER=published: each block decoded again with its
- * look-back in the export's 25-frame calls) and the streaming one. Per
- * server, a warm-up request (the load), then REPS one-shot `POST
+ * user), then `lserve serve` started fresh per variant: `fixed-decoder` —
+ * the loop on ONNX Runtime and the published decoder (LSERVE_TTS_LOOP=onnx
+ * LSERVE_TTS_DECODER=published: each block decoded again with its
+ * look-back in the export's 25-frame calls; the server before the streaming
+ * decoder), `onnx` — the loop on ONNX Runtime with the streaming decoder,
+ * and `llama` — what the server runs by default: the loop on llama.cpp.
+ * Per server, a warm-up request (the load), then REPS one-shot `POST
  * /v1/audio/speech` (`response_format: "pcm"`, streamed as it is made)
  * and REPS stream jobs (`stream: true`, then GET of its stream_url), timed
  * at the client: first byte, total, and RTF = total ÷ the audio's length.
  * The built CLI (`npm run build`) is what serves.
  *
- *   npx tsx bench/tts/http.ts [--reps 3] [--threads 2] [--frames 25]
+ *   npx tsx bench/tts/http.ts [--reps 3] [--threads 2] [--frames 25] [--variants fixed-decoder,onnx,llama]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -21,7 +24,16 @@ import { runLserve, startLserve, stopLserve } from '../load/lserve.js';
 import { fmt, median, SENTENCE } from './loop.js';
 import { writeBenchModel } from './model.js';
 
-const { values: args } = parseArgs({ options: { reps: { type: 'string', default: '3' }, threads: { type: 'string', default: '2' }, frames: { type: 'string', default: '25' } } });
+const { values: args } = parseArgs({
+  options: { reps: { type: 'string', default: '3' }, threads: { type: 'string', default: '2' }, frames: { type: 'string', default: '25' }, variants: { type: 'string', default: 'fixed-decoder,onnx,llama' } },
+});
+const VARIANTS = {
+  'fixed-decoder': { LSERVE_TTS_LOOP: 'onnx', LSERVE_TTS_DECODER: 'published' },
+  onnx: { LSERVE_TTS_LOOP: 'onnx' },
+  llama: {},
+} satisfies Record<string, Record<string, string>>;
+type Variant = keyof typeof VARIANTS;
+const variants = args.variants.split(',').filter((v): v is Variant => v in VARIANTS);
 const reps = Number(args.reps);
 const MODEL = 'qwen3-tts-bench';
 const SAMPLE_RATE = 24_000;
@@ -62,8 +74,8 @@ async function streamJob(base: string): Promise<Timing> {
   return drain(await fetch(`${base}${job.stream_url}`), started);
 }
 
-async function variant(home: string, decoder: 'published' | 'streaming'): Promise<{ oneShot: Timing[]; jobs: Timing[] }> {
-  const server = await startLserve(home, ['--threads', args.threads, '--keep-alive', '-1'], decoder === 'published' ? { LSERVE_TTS_DECODER: 'published' } : {});
+async function variant(home: string, name: Variant): Promise<{ oneShot: Timing[]; jobs: Timing[] }> {
+  const server = await startLserve(home, ['--threads', args.threads, '--keep-alive', '-1'], VARIANTS[name]);
   try {
     const warm = await oneShot(server.base);
     const shots: Timing[] = [];
@@ -74,7 +86,7 @@ async function variant(home: string, decoder: 'published' | 'streaming'): Promis
     }
     const line = server.logs.find((l) => l.line.includes(`${MODEL}: `) && l.line.includes('model loaded'))?.line ?? '';
     const s = (xs: Timing[], get: (t: Timing) => number) => `${fmt(median(xs.map(get)), 2)} (${xs.map((t) => fmt(get(t), 2)).join(' / ')})`;
-    console.log(`${decoder} decoder: load + first speech ${fmt(warm.total, 1)} s; ${fmt(shots[0]!.audio, 2)} s of audio`);
+    console.log(`${name}: load + first speech ${fmt(warm.total, 1)} s; ${fmt(shots[0]!.audio, 2)} s of audio`);
     console.log(`  one-shot: first byte ${s(shots, (t) => t.firstByte)} s, total ${s(shots, (t) => t.total)} s, RTF ${s(shots, (t) => t.total / t.audio)}`);
     console.log(`  stream job: first byte ${s(jobs, (t) => t.firstByte)} s, RTF ${s(jobs, (t) => t.total / t.audio)}`);
     if (line) console.log(`  ${line.replace(/^.*?qwen3-tts /, 'qwen3-tts ')}`);
@@ -91,10 +103,14 @@ try {
   const pulled = await runLserve(home, ['pull', model.dir, '--kind', 'tts', '--id', MODEL]);
   if (pulled.code !== 0) throw new Error(`pull failed: ${pulled.output}`);
   console.log(pulled.output.trim().split('\n').filter((l) => /^\s+\w+: /.test(l)).join('\n'));
-  const before = await variant(home, 'published');
-  const after = await variant(home, 'streaming');
+  const results = new Map<Variant, { oneShot: Timing[]; jobs: Timing[] }>();
+  for (const name of variants) results.set(name, await variant(home, name));
   const rtf = (xs: Timing[]) => median(xs.map((t) => t.total / t.audio));
-  console.log(`streaming ÷ published: one-shot RTF ${fmt(rtf(after.oneShot) / rtf(before.oneShot), 2)}, first byte ${fmt(median(after.oneShot.map((t) => t.firstByte)) / median(before.oneShot.map((t) => t.firstByte)), 2)}`);
+  const last = results.get(variants.at(-1)!)!;
+  for (const [name, before] of results) {
+    if (before === last) continue;
+    console.log(`${variants.at(-1)} ÷ ${name}: one-shot RTF ${fmt(rtf(last.oneShot) / rtf(before.oneShot), 2)}, first byte ${fmt(median(last.oneShot.map((t) => t.firstByte)) / median(before.oneShot.map((t) => t.firstByte)), 2)}, stream job RTF ${fmt(rtf(last.jobs) / rtf(before.jobs), 2)}`);
+  }
 } finally {
   await rm(home, { recursive: true, force: true });
   console.log(`load average at end: ${load()}`);

@@ -1,13 +1,11 @@
 import { createRequire } from 'node:module';
 import type * as Ort from 'onnxruntime-node';
 import { CodecDecoder, StreamingBlocks, type BlockDecoder } from '../../src/families/qwen3-tts/codec.js';
-import { framePredictor } from '../../src/families/qwen3-tts/code-predictor.js';
+import { openFrameModels } from '../../src/families/qwen3-tts/frame-models.js';
 import type { Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
-import { openPredictor, openTalker } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
 import { openCodecDecoder } from '../../src/families/qwen3-tts/prepared/prepare-decoder.js';
 import { preparedFiles } from '../../src/families/qwen3-tts/prepared/prepare.js';
 import { OnnxSession, ortSessionOptions } from '../../src/runtimes/onnx/session.js';
-import { talkerPastName } from '../../test/fixtures/onnx/qwen3-tts.js';
 import { benchConfig, GRAPH_PLANS, pulledGraphs, type BenchModel, type Graphs } from './model.js';
 
 const ort = createRequire(import.meta.url)('onnxruntime-node') as typeof Ort;
@@ -67,6 +65,8 @@ async function timeIt(runs: number, fn: () => Promise<unknown>): Promise<number>
 
 export interface Parts {
   threads: number;
+  /** Which talker and code predictor ran (the generator's note). */
+  loop: string;
   /** ms, each a median. */
   prefill: number;
   step: number;
@@ -114,38 +114,28 @@ export async function frameParts(model: BenchModel, graphs: Graphs, threads: num
   const options = ortSessionOptions({ threads });
   const plan = GRAPH_PLANS[graphs];
   const { config, codec } = await benchConfig(model);
-  const { session: talker } = await openTalker(model.files.talker_cache!, plan, options);
-  const feeds = (rows: number, past: number, cache?: Record<string, Ort.Tensor>) => {
-    const out: Record<string, Ort.Tensor> = {
-      inputs_embeds: new ort.Tensor('float32', new Float32Array(rows * s.hidden).fill(0.01), [1, rows, s.hidden]),
-      position_ids: new ort.Tensor('int64', BigInt64Array.from({ length: 3 * rows }, (_, i) => BigInt(past + (i % rows))), [3, 1, rows]),
-      attention_mask: new ort.Tensor('int64', new BigInt64Array(past + rows).fill(1n), [1, past + rows]),
-    };
-    for (let l = 0; l < s.layers; l++) {
-      for (const part of ['key', 'value'] as const) {
-        out[talkerPastName(l, part)] = cache ? cache[`present.${l}.${part}`]! : new ort.Tensor('float32', new Float32Array(0), [1, s.kvHeads, 0, s.headDim]);
-      }
-    }
-    return out;
-  };
-  const prefill = await timeIt(2, () => talker.run(feeds(prompt, 0)));
-  const cache = (await talker.run(feeds(prompt, 0))) as Record<string, Ort.Tensor>;
-  const step = await timeIt(7, () => talker.run(feeds(1, prompt, cache)));
-  await talker.release();
-
-  const opened = await openPredictor(model.files.code_predictor!, plan, config, options, threads);
+  const files = graphs === 'published' ? model.files : { ...model.files, ...(await pulledGraphs(model)) };
   const codes = new BigInt64Array(config.groups);
-  const predictor = framePredictor(opened.session, opened.cached, s.hidden, codes);
+  const { talker, predictor, note } = await openFrameModels(
+    { talker: model.files.talker_cache!, predictor: model.files.code_predictor!, config, plan: { ...plan, files: await preparedFiles(files) }, threads, talkerPositions: prompt + 64 },
+    options,
+    codes,
+  );
+  const rows = new Float32Array(prompt * s.hidden).fill(0.01);
+  const prefill = await timeIt(2, () => talker.step(rows, prompt, 0));
+  // Steps at successive positions after the prompt, as a sentence takes them.
+  let past = prompt;
+  const step = await timeIt(7, () => talker.step(rows.subarray(0, s.hidden), 1, past++));
   const hidden = new Float32Array(s.hidden).fill(0.01);
   const predictorFrame = await timeIt(5, () => predictor.frame(hidden, argmax, () => false));
-  await opened.session.release();
+  await Promise.all([talker.release(), predictor.release()]);
 
   const residual = await ort.InferenceSession.create(model.files.residual_embed!, options);
   const embed = await timeIt(10, () => residual.run({ codec_ids: new ort.Tensor('int64', codes, [1, config.groups]) }));
   await residual.release();
 
   const decoder =
-    graphs === 'prepared'
+    graphs === 'prepared' || graphs === 'llama'
       ? (await openCodecDecoder(model.files.tok_decoder!, (await preparedFiles({ ...model.files, ...(await pulledGraphs(model)) })).tok_decoder, codec, threads)).decoder
       : new CodecDecoder(await OnnxSession.create(model.files.tok_decoder!, { threads }), config.groups, codec);
   const silence = Array.from({ length: frames }, () => new Int32Array(config.groups));
@@ -160,5 +150,5 @@ export async function frameParts(model: BenchModel, graphs: Graphs, threads: num
   const decodeCalls = sizes.length;
   const decodeCall = sentence / decodeCalls;
   const perFrame = sentence / frames;
-  return { threads, prefill, step, predictor: predictorFrame, embed, decodeCall, decodeCalls, decoder: perFrame, frame: step + predictorFrame + embed + perFrame };
+  return { threads, loop: note, prefill, step, predictor: predictorFrame, embed, decodeCall, decodeCalls, decoder: perFrame, frame: step + predictorFrame + embed + perFrame };
 }

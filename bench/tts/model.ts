@@ -10,7 +10,7 @@ import type { GraphPaths } from '../../src/families/qwen3-tts/generator.js';
 import { PREPARED_PLAN, type GraphPlan } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
 import { openCodecDecoder } from '../../src/families/qwen3-tts/prepared/prepare-decoder.js';
 import { PREPARED_ROLES, preparedFiles, writePreparedGraphs } from '../../src/families/qwen3-tts/prepared/prepare.js';
-import { Qwen3TtsRuntime as Runtime, sharesCores } from '../../src/families/qwen3-tts/runtime.js';
+import { holdFor, Qwen3TtsRuntime as Runtime } from '../../src/families/qwen3-tts/runtime.js';
 import { GeneratorWorker } from '../../src/families/qwen3-tts/worker-client.js';
 import { JobQueue } from '../../src/core/job-queue.js';
 import { OnnxSession } from '../../src/runtimes/onnx/session.js';
@@ -39,7 +39,8 @@ export const isVariant = (name: string): name is Variant => name in VARIANTS;
 
 export function variantShape(variant: Variant): Qwen3TtsShape {
   const int4 = VARIANTS[variant];
-  const shape = variant.startsWith('1.7b') ? QWEN3_TTS_1_7B : QWEN3_TTS_0_6B;
+  // A plain Qwen3 talker (no frame counter): llama.cpp's conversion reads it; runs end at maxFrames.
+  const shape = { ...(variant.startsWith('1.7b') ? QWEN3_TTS_1_7B : QWEN3_TTS_0_6B), frameCounter: false };
   return int4 ? { ...shape, int4 } : shape;
 }
 
@@ -82,9 +83,10 @@ export function weightBytes(variant: Variant, graphs: Graphs): { talker: number;
  * export's 25-frame calls: the server before the streaming decoder).
  */
 export const GRAPH_PLANS = {
-  published: { predictor: 'published', int8: false },
-  'fixed-decoder': PREPARED_PLAN,
-  prepared: PREPARED_PLAN,
+  published: { predictor: 'published', int8: false, loop: 'onnx' },
+  'fixed-decoder': { ...PREPARED_PLAN, loop: 'onnx' },
+  prepared: { ...PREPARED_PLAN, loop: 'onnx' },
+  llama: { ...PREPARED_PLAN, loop: 'llama' },
 } satisfies Record<string, GraphPlan>;
 export type Graphs = keyof typeof GRAPH_PLANS;
 
@@ -123,7 +125,8 @@ export async function benchConfig(model: BenchModel): Promise<{ config: TtsConfi
  */
 export async function pulledGraphs(model: BenchModel): Promise<Record<string, string>> {
   const roles = Object.values(PREPARED_ROLES);
-  const found = Object.fromEntries(roles.map((role) => [role, path.join(model.dir, 'prepared', role === PREPARED_ROLES.sources ? 'sources.json' : `${role.replace(/_prepared$/, '')}.onnx`)]));
+  const names: Record<string, string> = { [PREPARED_ROLES.sources]: 'sources.json', [PREPARED_ROLES.talker_gguf]: 'talker.gguf', [PREPARED_ROLES.predictor_gguf]: 'predictor.gguf', [PREPARED_ROLES.predictor_heads_gguf]: 'predictor-heads.gguf' };
+  const found = Object.fromEntries(roles.map((role) => [role, path.join(model.dir, 'prepared', names[role] ?? `${role.replace(/_prepared$/, '')}.onnx`)]));
   if (Object.values(found).every((file) => existsSync(file))) return found;
   console.log('preparing the graphs once, as lserve pull does:');
   const recorded = await writePreparedGraphs(model.files, model.dir, (line) => console.log(line));
@@ -155,11 +158,11 @@ export async function loadRuntime(model: BenchModel, graphs: Graphs, threads: nu
       graphs: { ...GRAPH_PLANS[graphs], files: await preparedFiles(files) },
       tokenizer: { tokenizer: files.tokenizer, vocab: files.vocab, merges: files.merges, tokenizer_config: files.tokenizer_config },
     }),
-    graphs === 'prepared'
+    graphs === 'prepared' || graphs === 'llama'
       ? openCodecDecoder(files.tok_decoder!, (await preparedFiles(files)).tok_decoder, codec, decoderThreads)
       : OnnxSession.create(files.tok_decoder!, { threads: decoderThreads }).then((session) => ({ decoder: new CodecDecoder(session, config.groups, codec), note: 'the published codec decoder' })),
   ]);
   const runtime = new Runtime(generator, decoder.decoder, config, 0, new JobQueue(1, 'Speech synthesis model (bench)'));
-  runtime.holdForFirstBlock = sharesCores(machineThreads(threads), decoderThreads);
+  runtime.holdBlocks = holdFor(generator.loop, machineThreads(threads), decoderThreads);
   return { runtime, graphNotes: `${generator.graphNotes}, ${decoder.note}` };
 }

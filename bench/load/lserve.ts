@@ -122,6 +122,8 @@ export async function registerFixtures(home: string, fixtures: Fixture[], option
     tts: [
       { model: need('synthetic-piper-voice'), fields: () => ({}) },
       { model: need('synthetic-qwen3-tts-customvoice'), fields: () => ({ voice: 'Vivian' }) },
+      // Its talker and code predictor run on llama.cpp (converted at pull); the others keep their frame counter on ONNX Runtime.
+      { model: need('synthetic-qwen3-tts-plain'), fields: () => ({ voice: 'Vivian' }) },
       { model: need('synthetic-qwen3-tts-voicedesign'), fields: () => ({ voice_description: 'a calm, low voice' }) },
       { model: need('synthetic-qwen3-tts-base'), fields: (inputs) => ({ ref_audio: `data:audio/wav;base64,${inputs.wav.toString('base64')}`, ref_text: 'hello world this is a test' }) },
     ],

@@ -102,7 +102,7 @@ const home = await mkdtemp(path.join(os.tmpdir(), 'lserve-tts-http-'));
 try {
   const pulled = await runLserve(home, ['pull', model.dir, '--kind', 'tts', '--id', MODEL]);
   if (pulled.code !== 0) throw new Error(`pull failed: ${pulled.output}`);
-  console.log(pulled.output.trim().split('\n').filter((l) => /^\s+\w+: /.test(l)).join('\n'));
+  console.log(pulled.output.trim().split('\n').filter((l) => /^\s+[\w ]+: /.test(l)).join('\n'));
   const results = new Map<Variant, { oneShot: Timing[]; jobs: Timing[] }>();
   for (const name of variants) results.set(name, await variant(home, name));
   const rtf = (xs: Timing[]) => median(xs.map((t) => t.total / t.audio));

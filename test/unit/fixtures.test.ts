@@ -45,7 +45,7 @@ afterAll(async () => {
 describe('npm run fixtures -- DIR', () => {
   it('prints one "<path> <kind>" line per synthetic model, each written into DIR', () => {
     expect(lines.map((l) => path.basename(l.path))).toEqual(FIXTURE_MODELS.map((m) => m.name));
-    expect(lines.map((l) => l.kind)).toEqual(['chat', 'chat', 'chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts', 'tts', 'image', 'image', 'image', 'image']);
+    expect(lines.map((l) => l.kind)).toEqual(['chat', 'chat', 'chat', 'embedding', 'embedding', 'rerank', 'ocr', 'asr', 'asr', 'asr-stream', 'tts', 'tts', 'tts', 'tts', 'tts', 'tts', 'image', 'image', 'image', 'image']);
     for (const line of lines) {
       expect(MODEL_KINDS).toContain(line.kind);
       expect(path.dirname(line.path)).toBe(path.join(tmp, 'models'));
@@ -72,6 +72,7 @@ describe('npm run fixtures -- DIR', () => {
       'synthetic-qwen3-tts-voicedesign': 'qwen3-tts-customvoice',
       'synthetic-qwen3-tts-base': 'qwen3-tts-voiceclone',
       'synthetic-qwen3-tts-customvoice-fp16-io': 'qwen3-tts-customvoice',
+      'synthetic-qwen3-tts-plain': 'qwen3-tts-customvoice',
       'synthetic-sd-turbo': 'sd-turbo',
       'synthetic-sd-turbo-fused': 'sd-turbo',
       'synthetic-sd-turbo-diffusers': 'sd-turbo',
@@ -90,6 +91,7 @@ describe('npm run fixtures -- DIR', () => {
       ['synthetic-qwen3-tts-base', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-customvoice', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-customvoice-fp16-io', 'tts', 'onnx'],
+      ['synthetic-qwen3-tts-plain', 'tts', 'onnx'],
       ['synthetic-qwen3-tts-voicedesign', 'tts', 'onnx'],
       ['synthetic-sd-turbo', 'image', 'onnx'],
       ['synthetic-sd-turbo-diffusers', 'image', 'onnx'],

@@ -16,7 +16,7 @@ import { graphWeights, type Linear } from '../../src/families/qwen3-tts/prepared
 import { setLlamaAddonHome } from '../../src/runtimes/llama/runtime.js';
 import { fromHalf } from '../../src/runtimes/onnx/float16.js';
 import { readGguf, TensorType, ValueType } from '../fixtures/gguf/format.js';
-import { qwen3TtsFiles, TINY_QWEN3_TTS, writeQwen3TtsModel, type Qwen3TtsShape } from '../fixtures/onnx/qwen3-tts.js';
+import { qwen3TtsFiles, TINY_QWEN3_TTS, tinyPlainQwen3TtsModel, writeQwen3TtsModel, type Qwen3TtsShape } from '../fixtures/onnx/qwen3-tts.js';
 import { NO_ADDON, threadpoolAddonHome } from '../helpers/llama-addon.js';
 
 /**
@@ -31,7 +31,6 @@ import { NO_ADDON, threadpoolAddonHome } from '../helpers/llama-addon.js';
 
 const cache = (name: string) => fileURLToPath(new URL(`../.cache/${name}`, import.meta.url));
 const PLAIN: Qwen3TtsShape = { ...TINY_QWEN3_TTS, frameCounter: false };
-const PLAIN_INT4: Qwen3TtsShape = { ...PLAIN, int4: { blockSize: 32 } };
 const EXACT: GraphPlan = { predictor: 'cached', int8: false };
 const REQUEST: GenerateRequest = { text: 'Hello world. How are you today, my friend?', speaker: 'ryan', language: 'english', seed: 1, maxFrames: 12 };
 
@@ -40,7 +39,7 @@ let scratch: string;
 
 beforeAll(async () => {
   dirs.fp32 = await writeQwen3TtsModel(cache('qwen3-tts-customvoice-plain'), 'customvoice', PLAIN);
-  dirs.int4 = await writeQwen3TtsModel(cache('qwen3-tts-customvoice-plain-int4'), 'customvoice', PLAIN_INT4);
+  dirs.int4 = await tinyPlainQwen3TtsModel();
   dirs.counter = await writeQwen3TtsModel(cache('qwen3-tts-customvoice-int4-32'), 'customvoice', { ...TINY_QWEN3_TTS, int4: { blockSize: 32 } });
   scratch = await mkdtemp(path.join(os.tmpdir(), 'lserve-qwen3-llama-'));
 }, 120_000);

@@ -1,4 +1,5 @@
 import { open } from 'node:fs/promises';
+import { toHalf } from '../onnx/float16.js';
 
 /**
  * Writing GGUF v3, llama.cpp's model format (reference: ggml's docs/gguf.md
@@ -146,33 +147,6 @@ export async function writeGgufFile(file: string, metadata: Metadata, tensors: r
 }
 
 // ---------------------------------------------------------------- values
-
-const halfView = new DataView(new ArrayBuffer(4));
-
-/** float32 → IEEE half bits, rounded to nearest even; subnormals kept, overflow to ±inf. */
-export function toHalf(value: number): number {
-  halfView.setFloat32(0, value);
-  const x = halfView.getUint32(0);
-  const sign = (x >>> 16) & 0x8000;
-  const exponent = (x >>> 23) & 0xff;
-  let mantissa = x & 0x7fffff;
-  if (exponent === 0xff) return sign | 0x7c00 | (mantissa ? 0x200 : 0);
-  const e = exponent - 127 + 15;
-  if (e >= 31) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mantissa |= 0x800000;
-    const shift = 14 - e;
-    const half = mantissa >>> shift;
-    const rest = mantissa & ((1 << shift) - 1);
-    const midway = 1 << (shift - 1);
-    return sign | (half + (rest > midway || (rest === midway && half & 1) ? 1 : 0));
-  }
-  const rest = mantissa & 0x1fff;
-  let bits = sign | (e << 10) | (mantissa >>> 13);
-  if (rest > 0x1000 || (rest === 0x1000 && bits & 1)) bits++; // a carry into the exponent is the right result
-  return bits;
-}
 
 /** float32 rows → Q8_0 blocks: per 32 values an f16 scale d = max|x| / 127 and int8 round(x / d). */
 export function quantizeQ8_0(values: Float32Array): Uint8Array {

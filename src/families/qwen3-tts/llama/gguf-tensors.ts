@@ -1,5 +1,5 @@
-import { quantizeQ8_0, TensorType, toHalf } from '../../../runtimes/llama/gguf-write.js';
-import { halvesToFloats } from '../../../runtimes/onnx/float16.js';
+import { quantizeQ8_0, TensorType } from '../../../runtimes/llama/gguf-write.js';
+import { halvesToFloats, toHalf } from '../../../runtimes/onnx/float16.js';
 import { UnpreparableGraph, type Linear, type Tensor } from '../prepared/predictor-weights.js';
 
 /**

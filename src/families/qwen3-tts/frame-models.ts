@@ -85,12 +85,9 @@ async function openOnnx(sources: FrameModelSources, options: ort.InferenceSessio
 async function openLlama(sources: FrameModelSources, options: ort.InferenceSession.SessionOptions, codes: BigInt64Array): Promise<FrameModels | string> {
   const files = sources.plan.files;
   if (!files?.talker_gguf || !files.predictor_gguf || !files.predictor_heads_gguf) return 'no GGUF talker and code predictor were converted at pull (`lserve pull` the model again)';
-  const [talkerFile, predictorFile, headsFile] = await Promise.all([
-    current(files.talker_gguf, sources.talker),
-    current(files.predictor_gguf, sources.predictor),
-    current(files.predictor_heads_gguf, sources.predictor),
-  ]);
-  if (!talkerFile.file || !predictorFile.file || !headsFile.file) return `${talkerFile.stale || predictorFile.stale || headsFile.stale}the GGUF files are not used`;
+  const [talkerFile, predictorFile] = await Promise.all([current(files.talker_gguf, sources.talker), current(files.predictor_gguf, sources.predictor)]);
+  const headsFile = files.predictor_heads_gguf.source === files.predictor_gguf.source ? files.predictor_heads_gguf.file : undefined;
+  if (!talkerFile.file || !predictorFile.file || !headsFile) return `${talkerFile.stale || predictorFile.stale}the GGUF files are not used`;
   if (sources.llamaHome) setLlamaAddonHome(sources.llamaHome);
   const llama = await getRuntime();
   const opened: Array<{ dispose(): Promise<void> }> = [];
@@ -99,7 +96,7 @@ async function openLlama(sources: FrameModelSources, options: ort.InferenceSessi
     if (!talker) return NO_BINDING;
     opened.push(talker);
     const groups = codes.length;
-    const predictor = (await EmbedDecoder.open(llama, predictorFile.file, { contextSize: groups, threads: sources.threads, heads: headsFile.file }))!;
+    const predictor = (await EmbedDecoder.open(llama, predictorFile.file, { contextSize: groups, threads: sources.threads, heads: headsFile }))!;
     opened.push(predictor);
     const published = onnxProto.onnx.ModelProto.decode(await readFile(sources.predictor));
     await inlineExternalData(published, path.dirname(sources.predictor));
@@ -114,6 +111,7 @@ async function openLlama(sources: FrameModelSources, options: ort.InferenceSessi
     };
   } catch (error) {
     await Promise.all(opened.map((o) => o.dispose()));
-    throw error;
+    // A damaged file or a failed load costs the speed, not the voice.
+    return `the GGUF models did not load (${(error as Error).message})`;
   }
 }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTtsConfig, type ModelConfigJson } from '../../src/families/qwen3-tts/config.js';
 import { FrameGenerator, type GenerateRequest } from '../../src/families/qwen3-tts/generator.js';
 import { convertTalker } from '../../src/families/qwen3-tts/llama/convert.js';
-import { floats, linearShape } from '../../src/families/qwen3-tts/llama/gguf-tensors.js';
+import { floats, linearRows, linearShape, linearType } from '../../src/families/qwen3-tts/llama/gguf-tensors.js';
 import { LLAMA_TOLERANCE, prepareLlamaDecoders } from '../../src/families/qwen3-tts/llama/prepare-llama.js';
 import { PREPARED_PLAN, type GraphPlan } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
 import { preparedFiles, PREPARED_ROLES, writePreparedGraphs } from '../../src/families/qwen3-tts/prepared/prepare.js';
@@ -133,6 +133,36 @@ describe('the talker as a GGUF file', () => {
       let largest = 0;
       expected.forEach((v, i) => ((worst = Math.max(worst, Math.abs(v - converted[i]!))), (largest = Math.max(largest, Math.abs(v)))));
       expect(worst, tensor).toBeLessThanOrEqual(largest * 2 ** -11 + 1e-9);
+    }
+  });
+
+  it('keeps a 4-bit layer with zero points as Q4_1 blocks: d = scale, m = −zero point · scale', () => {
+    // Two output rows of 64 inputs in blocks of 32: nibbles and zero points chosen, scales of both signs.
+    const K = 64;
+    const N = 2;
+    const nibbles = Array.from({ length: N * K }, (_, i) => (i * 7 + 3) % 16);
+    const packed = new Uint8Array((N * K) / 2);
+    nibbles.forEach((q, i) => (packed[i >> 1]! |= i & 1 ? q << 4 : q));
+    const scales = Float32Array.of(0.5, -0.25, 0.125, 2);
+    const zeros = Uint8Array.of(0x93, 0x5c); // row 0: blocks 3, 9; row 1: 12, 5 (low nibble first)
+    const tensor = (name: string, dataType: number, bytes: Uint8Array, dims: number[]) => ({ name, dataType, rawData: bytes, dims });
+    const linear: Linear = {
+      op: 'MatMulNBits',
+      inputs: [tensor('B', 2, packed, [N, 2, 16]), tensor('scales', 1, new Uint8Array(scales.buffer), [N * 2]), tensor('zero_points', 2, zeros, [N])],
+      attributes: [{ name: 'K', i: K }, { name: 'N', i: N }, { name: 'bits', i: 4 }, { name: 'block_size', i: 32 }],
+    };
+    expect(linearType(linear)).toBe(TensorType.Q4_1);
+    const bytes = linearRows(linear, 0, N);
+    expect(bytes.length).toBe(((N * K) / 32) * 20);
+    const view = new DataView(bytes.buffer, bytes.byteOffset);
+    const zeroPoints = [3, 9, 12, 5];
+    for (let b = 0; b < (N * K) / 32; b++) {
+      const d = fromHalf(view.getUint16(b * 20, true));
+      const m = fromHalf(view.getUint16(b * 20 + 2, true));
+      for (let j = 0; j < 32; j++) {
+        const q = j < 16 ? bytes[b * 20 + 4 + j]! & 0x0f : bytes[b * 20 + 4 + j - 16]! >> 4;
+        expect(d * q + m).toBeCloseTo(scales[b]! * (nibbles[b * 32 + j]! - zeroPoints[b]!), 6);
+      }
     }
   });
 

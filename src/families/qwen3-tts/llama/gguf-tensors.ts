@@ -13,7 +13,8 @@ import { UnpreparableGraph, type Linear, type Tensor } from '../prepared/predict
  *   block (d = scale, value = d · (q − 8)), or a Q4_1 block where the export
  *   has zero points (m = −zero point · scale). Only the scale's rounding to
  *   f16 changes a value; the nibbles are the export's.
- * - an fp32 MatMul weight is transposed and quantized to Q8_0.
+ * - an fp32 MatMul weight is transposed and quantized to Q8_0, and so is a
+ *   4-bit layer whose blocks are smaller than ggml's 32 (dequantized first).
  */
 
 export interface GgufTensor {

@@ -98,8 +98,13 @@ async function load(installed: InstalledModel, options: LoadOptions): Promise<Qw
         `streamed blocks get ${codecDecoder.callFrames - codecDecoder.maxBlock}+ frames of history, so their first samples approximate a decode of the whole`,
     );
   }
-  const sizes = await Promise.all(Object.values(paths).map(async (f) => (await stat(f)).size));
-  // ORT holds the weights plus working buffers and the KV cache: about twice the graphs.
+  // ORT holds the weights plus working buffers and the KV cache: about twice the graphs. On llama.cpp, the
+  // GGUF files stand for the talker and predictor graphs (their KV cache, allocated whole, about the talker's size).
+  const onLlama = generator.value.loop === 'llama';
+  const held = onLlama
+    ? [...Object.entries(paths).filter(([graph]) => graph !== 'talker_cache' && graph !== 'code_predictor').map(([, f]) => f), prepared.talker_gguf!.file, prepared.predictor_gguf!.file, prepared.predictor_heads_gguf!.file]
+    : Object.values(paths);
+  const sizes = await Promise.all(held.map(async (f) => (await stat(f)).size));
   const memoryBytes = 2 * sizes.reduce((a, b) => a + b, 0);
   const notes = [generator.value.graphNotes, decoder.value.note].filter(Boolean).join(', ');
   options.log?.(`qwen3-tts ${id}: ${config.mode} model loaded in ${Date.now() - started} ms; ${notes}`);

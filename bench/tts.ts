@@ -2,10 +2,11 @@
  * Qwen3-TTS benchmark (not a test): the frame loop at Qwen3-TTS-12Hz-0.6B's
  * real dimensions (28-layer talker, 5-layer code predictor, H 1024; random
  * weights: the audio is noise, the compute is real), with the export's
- * graphs as published and as the server prepares them (the KV-cached code
- * predictor built from the published one's weights and, for 4-bit weights,
- * MatMulNBits on int8 activations: src/families/qwen3-tts/prepared/), same
- * weights, same run. Weights: 4-bit linear layers (MatMulNBits, as
+ * graphs as published, as the server prepares them for ONNX Runtime (the
+ * KV-cached code predictor built from the published one's weights and, for
+ * 4-bit weights, MatMulNBits on int8 activations: src/families/qwen3-tts/
+ * prepared/) and with the talker and code predictor converted for llama.cpp
+ * (src/families/qwen3-tts/llama/), same weights, same run. Weights: 4-bit linear layers (MatMulNBits, as
  * cpu_int4/, accuracy_level unset) by default; fp32 (as cpu_fp32/) and int4
  * with accuracy_level 4 on request. Each (weights, graphs) pair runs in a
  * process of its own (for its peak memory): load (the prepared graphs
@@ -17,12 +18,12 @@
  * then the parts of one frame called in-thread on the graphs the generator
  * opens (talker step, the predictor's 15 calls, the decoder's share). Then
  * ORT's own MatMul throughput for reference, and a table of the pairs with
- * prepared ÷ published. The codec decoder is the synthetic one with the real
+ * prepared ÷ published and llama ÷ prepared. The codec decoder is the synthetic one with the real
  * decoder's look-back and about its arithmetic per frame (QWEN3_TTS_0_6B).
  * Models are written once into test/.cache (fp32 ≈ 2.5 GB, int4 ≈ 0.7 GB
  * each; `--clean` removes them).
  *
- *   npx tsx bench/tts.ts [--weights int4] [--graphs published,fixed-decoder,prepared] [--threads 2] [--frames 24] [--runs 2]
+ *   npx tsx bench/tts.ts [--weights int4] [--graphs published,fixed-decoder,prepared,llama] [--threads 2] [--frames 24] [--runs 2]
  *                        [--first 4,2,1] [--decoder-threads 1] [--skip audio,decoder,parts,matmul] [--clean]
  */
 import { fork } from 'node:child_process';

@@ -8,11 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTtsConfig, type ModelConfigJson } from '../../src/families/qwen3-tts/config.js';
 import { FrameGenerator, type GenerateRequest } from '../../src/families/qwen3-tts/generator.js';
 import { convertTalker } from '../../src/families/qwen3-tts/llama/convert.js';
-import { floats, linearRows, linearShape, linearType } from '../../src/families/qwen3-tts/llama/gguf-tensors.js';
+import { linearRows, linearShape, linearType } from '../../src/families/qwen3-tts/llama/gguf-tensors.js';
 import { LLAMA_TOLERANCE, prepareLlamaDecoders } from '../../src/families/qwen3-tts/llama/prepare-llama.js';
 import { PREPARED_PLAN, type GraphPlan } from '../../src/families/qwen3-tts/prepared/open-prepared.js';
 import { preparedFiles, PREPARED_ROLES, writePreparedGraphs } from '../../src/families/qwen3-tts/prepared/prepare.js';
-import { graphWeights, type Linear } from '../../src/families/qwen3-tts/prepared/predictor-weights.js';
+import { floatValues, graphWeights, type Linear } from '../../src/families/qwen3-tts/prepared/predictor-weights.js';
 import { setLlamaAddonHome } from '../../src/runtimes/llama/runtime.js';
 import { fromHalf } from '../../src/runtimes/onnx/float16.js';
 import { readGguf, TensorType, ValueType } from '../fixtures/gguf/format.js';
@@ -93,13 +93,13 @@ function exportWeight(linear: Linear): Float32Array {
   const { K, N } = linearShape(linear);
   const out = new Float32Array(N * K);
   if (linear.op === 'MatMul') {
-    const w = floats(linear.weight);
+    const w = floatValues(linear.weight);
     for (let k = 0; k < K; k++) for (let n = 0; n < N; n++) out[n * K + k] = w[k * N + n]!;
     return out;
   }
   const [packed, scales] = linear.inputs;
   const B = packed!.rawData!;
-  const s = floats(scales!);
+  const s = floatValues(scales!);
   const blocks = K / 32;
   for (let n = 0; n < N; n++) {
     for (let k = 0; k < K; k++) {

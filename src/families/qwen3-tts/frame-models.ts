@@ -4,7 +4,7 @@ import type ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 import { EmbedDecoder } from '../../runtimes/llama/embed-decoder.js';
 import { getRuntime, setLlamaAddonHome } from '../../runtimes/llama/runtime.js';
-import { framePredictor, graphValues, type FramePredictor } from './code-predictor.js';
+import { framePredictor, type FramePredictor } from './code-predictor.js';
 import type { TtsConfig } from './config.js';
 import { LlamaPredictor, LlamaTalker } from './llama/frame-decoders.js';
 import { PredictorFront } from './llama/predictor-front.js';
@@ -12,7 +12,7 @@ import { NO_BINDING } from './llama/prepare-llama.js';
 import { current, openPredictor, openTalker, type GraphPlan } from './prepared/open-prepared.js';
 import { inlineExternalData } from './prepared/inline-external.js';
 import { readPredictorWeights } from './prepared/predictor-weights.js';
-import { bindTalker, OnnxTalker, type FrameTalker } from './talker.js';
+import { OnnxTalker, type FrameTalker } from './talker.js';
 
 /**
  * The talker and the code predictor the frame loop runs: on llama.cpp where
@@ -63,19 +63,17 @@ async function openOnnx(sources: FrameModelSources, options: ort.InferenceSessio
     await Promise.all([predictor, talker].map((r) => (r.status === 'fulfilled' ? r.value.session.release() : undefined)));
     throw predictor.status === 'rejected' ? predictor.reason : (talker as PromiseRejectedResult).reason;
   }
-  const session = talker.value.session;
-  const io = bindTalker(graphValues(session.inputMetadata), graphValues(session.outputMetadata), { vocab: config.codecVocab, hidden: config.hidden });
-  const kvHeads = io.sizes.kvHeads ?? config.kvHeads;
-  const headDim = io.sizes.headDim ?? config.headDim;
-  const hidden = io.sizes.hidden ?? config.hidden;
-  if (!kvHeads || !headDim || !hidden) {
-    await Promise.all([session.release(), predictor.value.session.release()]);
-    throw new Error('cannot tell the talker cache shape from the graph or config.json');
+  let onnxTalker: OnnxTalker;
+  try {
+    onnxTalker = OnnxTalker.of(talker.value.session, config);
+  } catch (error) {
+    await Promise.all([talker.value.session.release(), predictor.value.session.release()]);
+    throw error;
   }
   return {
-    talker: new OnnxTalker(session, io, { kvHeads, headDim, hidden, vocab: config.codecVocab }),
-    predictor: framePredictor(predictor.value.session, predictor.value.cached, hidden, codes),
-    hidden,
+    talker: onnxTalker,
+    predictor: framePredictor(predictor.value.session, predictor.value.cached, onnxTalker.width, codes),
+    hidden: onnxTalker.width,
     loop: 'onnx',
     note: [talker.value.note, predictor.value.note].filter(Boolean).join('; '),
   };

@@ -1,6 +1,8 @@
 import ort from 'onnxruntime-node';
 import { floatType, readFloats, toFloatType, type FloatType } from '../../runtimes/onnx/float-io.js';
 import { bindRoles, isFloat, staticSize, type GraphValue } from './graph-io.js';
+import { graphValues } from './code-predictor.js';
+import type { TtsConfig } from './config.js';
 
 /**
  * How the talker graph is wired: which inputs take the embeddings, positions
@@ -115,11 +117,26 @@ export class OnnxTalker implements FrameTalker {
   private ones = new BigInt64Array(0);
   private cache: Record<string, ort.Tensor> | undefined;
 
-  constructor(
+  private constructor(
     private readonly session: ort.InferenceSession,
     private readonly io: TalkerBinding,
     private readonly shape: { kvHeads: number; headDim: number; hidden: number; vocab: number },
   ) {}
+
+  /** The talker of an opened talker_cache session, bound by role; its cache shape from the graph, else config.json. */
+  static of(session: ort.InferenceSession, config: Pick<TtsConfig, 'codecVocab' | 'hidden' | 'kvHeads' | 'headDim'>): OnnxTalker {
+    const io = bindTalker(graphValues(session.inputMetadata), graphValues(session.outputMetadata), { vocab: config.codecVocab, hidden: config.hidden });
+    const kvHeads = io.sizes.kvHeads ?? config.kvHeads;
+    const headDim = io.sizes.headDim ?? config.headDim;
+    const hidden = io.sizes.hidden ?? config.hidden;
+    if (!kvHeads || !headDim || !hidden) throw new Error('cannot tell the talker cache shape from the graph or config.json');
+    return new OnnxTalker(session, io, { kvHeads, headDim, hidden, vocab: config.codecVocab });
+  }
+
+  /** Floats in a row it reads and in the state it gives. */
+  get width(): number {
+    return this.shape.hidden;
+  }
 
   async step(embeds: Float32Array, count: number, past: number): Promise<TalkerStep> {
     const { io, shape } = this;

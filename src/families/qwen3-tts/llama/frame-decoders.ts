@@ -50,7 +50,7 @@ export class LlamaPredictor implements FramePredictor {
   }
 
   async frame(hidden: Float32Array, draw: (logits: Float32Array) => number, aborted: () => boolean): Promise<boolean> {
-    const { codes, decoder, front, rows, vocab } = this;
+    const { codes, decoder, front, rows } = this;
     const width = front.width;
     const row = (r: number) => {
       const code = Number(codes[r - 1]);
@@ -59,11 +59,11 @@ export class LlamaPredictor implements FramePredictor {
     rows.set(await front.stateRow(hidden), 0);
     rows.set(row(1), width);
     await decoder.truncate(0);
-    let out = await decoder.decode(rows, 2, 0, { from: 0, to: vocab });
+    let out = await decoder.decode(rows, 2, 0);
     for (let g = 1; g < codes.length; g++) {
       if (g > 1) {
         if (aborted()) return false;
-        out = await decoder.decode(row(g), 1, g, { from: 0, to: vocab }, g - 1);
+        out = await decoder.decode(row(g), 1, g, undefined, g - 1);
       }
       codes[g] = BigInt(draw(out.logits));
     }

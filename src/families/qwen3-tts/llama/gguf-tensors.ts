@@ -1,6 +1,6 @@
 import { quantizeQ8_0, TensorType } from '../../../runtimes/llama/gguf-write.js';
-import { halvesToFloats, toHalf } from '../../../runtimes/onnx/float16.js';
-import { UnpreparableGraph, type Linear, type Tensor } from '../prepared/predictor-weights.js';
+import { toHalf } from '../../../runtimes/onnx/float16.js';
+import { floatValues, UnpreparableGraph, type Linear, type Tensor } from '../prepared/predictor-weights.js';
 
 /**
  * An ONNX export's weights in ggml's layouts, for the GGUF files the
@@ -42,20 +42,6 @@ export function linearShape(linear: Linear): { K: number; N: number } {
   return { K, N };
 }
 
-/** An initializer's values as float32 (fp32 or fp16 data, inline). */
-export function floats(t: Tensor): Float32Array {
-  const raw = t.rawData;
-  if (t.dataType === 1) {
-    if (raw?.length) return new Float32Array(Uint8Array.from(raw).buffer);
-    return Float32Array.from(t.floatData ?? []);
-  }
-  if (t.dataType === 10) {
-    if (raw?.length) return halvesToFloats(new Uint16Array(Uint8Array.from(raw).buffer));
-    return halvesToFloats(Uint16Array.from(t.int32Data ?? []));
-  }
-  throw new UnpreparableGraph(`${t.name} is neither float32 nor float16`);
-}
-
 function uint8s(t: Tensor | undefined, what: string): Uint8Array {
   if (!t || t.dataType !== 2 || !t.rawData?.length) throw new UnpreparableGraph(`the MatMulNBits ${what} is not inline uint8 data`);
   return t.rawData;
@@ -63,7 +49,7 @@ function uint8s(t: Tensor | undefined, what: string): Uint8Array {
 
 /** A norm's weight: F32. */
 export function normTensor(t: Tensor): GgufTensor {
-  const values = floats(t);
+  const values = floatValues(t);
   return { type: TensorType.F32, dims: [values.length], bytes: () => new Uint8Array(values.buffer, values.byteOffset, values.byteLength) };
 }
 
@@ -88,7 +74,7 @@ export function linearTensor(linear: Linear): GgufTensor {
 export function linearRows(linear: Linear, from: number, to: number): Uint8Array {
   const { K, N } = linearShape(linear);
   if (linear.op === 'MatMulNBits') return wholeBlocks(linear) ? repackNibbles(linear, K, from, to) : quantizeQ8_0(dequantizeRows(linear, K, from, to));
-  const w = floats(linear.weight);
+  const w = floatValues(linear.weight);
   const rows = new Float32Array((to - from) * K);
   for (let k = 0; k < K; k++) {
     const row = k * N;
@@ -111,7 +97,7 @@ function nibbles(linear: Extract<Linear, { op: 'MatMulNBits' }>, K: number): Nib
   if (bits !== 4 || !block) throw new UnpreparableGraph(`MatMulNBits with ${bits} bits in blocks of ${block} (4 bits convert)`);
   const [packed, scaleTensor, zeroTensor] = linear.inputs;
   if (!scaleTensor) throw new UnpreparableGraph('a MatMulNBits node without scales');
-  return { B: uint8s(packed, 'weight'), scales: floats(scaleTensor), zeros: zeroTensor ? uint8s(zeroTensor, 'zero points') : undefined, block, blocks: Math.ceil(K / block) };
+  return { B: uint8s(packed, 'weight'), scales: floatValues(scaleTensor), zeros: zeroTensor ? uint8s(zeroTensor, 'zero points') : undefined, block, blocks: Math.ceil(K / block) };
 }
 
 /** Block b of row n: its scale and zero point. */

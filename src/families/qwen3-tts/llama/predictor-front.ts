@@ -20,15 +20,27 @@ const { onnx } = onnxProto;
 const ROWS = 'predictor_rows';
 
 export class PredictorFront {
+  /** The codes input, every group's code set alike while the tables are read, zeros after. */
+  private readonly codeValues: BigInt64Array;
+  private readonly codes: ort.Tensor;
+  /** Per group 1 … groups − 1's input (codes of group g − 1): [vocab, width] rows. */
+  readonly tables: Float32Array[] = [];
+  private rowWidth = 0;
+
   private constructor(
     private readonly session: ort.InferenceSession,
     private readonly io: PredictorBinding,
     private readonly hiddenWidth: number,
-    private readonly codes: ort.Tensor,
-    /** Per group 1 … groups − 1's input (codes of group g − 1): [vocab, width] rows. */
-    readonly tables: Float32Array[],
-    readonly width: number,
-  ) {}
+    groups: number,
+  ) {
+    this.codeValues = new BigInt64Array(groups);
+    this.codes = new ort.Tensor('int64', this.codeValues, [1, groups]);
+  }
+
+  /** Floats in a row. */
+  get width(): number {
+    return this.rowWidth;
+  }
 
   static async open(weights: PredictorWeights, opsets: OnnxTypes.IOperatorSetIdProto[], groups: number, vocab: number, options: ort.InferenceSession.SessionOptions): Promise<PredictorFront> {
     const e = new Emitter('front/');
@@ -45,27 +57,30 @@ export class PredictorFront {
       const io = bindPredictor(graphValues(session.inputMetadata), [{ name: 'logits', type: 'float32', shape: [1, groups - 1, vocab] }], { groups });
       const hiddenWidth = graphValues(session.inputMetadata).find((v) => v.name === io.hidden)?.shape[1];
       if (typeof hiddenWidth !== 'number') throw new Error("the code predictor's talker state has no fixed width");
-      const codes = new BigInt64Array(groups);
-      const front = new PredictorFront(session, io, hiddenWidth, new ort.Tensor('int64', codes, [1, groups]), [], 0);
-      // One run per code, every group at once: row g + 1 is code c's row in group g's table.
-      const zero = new Float32Array(hiddenWidth);
-      let width = 0;
-      const tables: Float32Array[] = [];
-      for (let c = 0; c < vocab; c++) {
-        codes.fill(BigInt(c));
-        const all = await front.rows(zero);
-        if (c === 0) {
-          width = all.length / groups;
-          for (let g = 1; g < groups; g++) tables.push(new Float32Array(vocab * width));
-        }
-        for (let g = 1; g < groups; g++) tables[g - 1]!.set(all.subarray(g * width, (g + 1) * width), c * width);
-      }
-      codes.fill(0n);
-      return new PredictorFront(session, io, hiddenWidth, front.codes, tables, width);
+      const front = new PredictorFront(session, io, hiddenWidth, groups);
+      await front.readTables(vocab);
+      return front;
     } catch (error) {
       await session.release();
       throw error;
     }
+  }
+
+  /** One run per code, every group at once: row g + 1 is code c's row in group g's table. */
+  private async readTables(vocab: number): Promise<void> {
+    const groups = this.codeValues.length;
+    const zero = new Float32Array(this.hiddenWidth);
+    for (let c = 0; c < vocab; c++) {
+      this.codeValues.fill(BigInt(c));
+      const all = await this.rows(zero);
+      if (c === 0) {
+        this.rowWidth = all.length / groups;
+        for (let g = 1; g < groups; g++) this.tables.push(new Float32Array(vocab * this.rowWidth));
+      }
+      const width = this.rowWidth;
+      for (let g = 1; g < groups; g++) this.tables[g - 1]!.set(all.subarray(g * width, (g + 1) * width), c * width);
+    }
+    this.codeValues.fill(0n);
   }
 
   /** All rows for the codes tensor's current values. */

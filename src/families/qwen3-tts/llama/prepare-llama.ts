@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
@@ -7,11 +8,11 @@ import { EmbedDecoder, embedModelBinding } from '../../../runtimes/llama/embed-d
 import { getRuntime } from '../../../runtimes/llama/runtime.js';
 import { readFloats } from '../../../runtimes/onnx/float-io.js';
 import { halvesToFloats } from '../../../runtimes/onnx/float16.js';
-import { bindTalker, OnnxTalker } from '../talker.js';
-import { graphValues } from '../code-predictor.js';
+import { OnnxTalker } from '../talker.js';
+import { Rng } from '../sampling.js';
 import type { Sampling, TtsConfig } from '../config.js';
 import { inlineExternalData } from '../prepared/inline-external.js';
-import { fileSha256, probeInputs, publishedLogits, relativeDifference, samplingDistance } from '../prepared/prepare-predictor.js';
+import { probeInputs, publishedLogits, relativeDifference, samplingDistance } from '../prepared/prepare-predictor.js';
 import { readPredictorWeights, UnpreparableGraph } from '../prepared/predictor-weights.js';
 import { convertPredictor, convertTalker, type DecoderDims } from './convert.js';
 import { LlamaPredictor, LlamaTalker } from './frame-decoders.js';
@@ -61,7 +62,7 @@ export async function prepareLlamaDecoders(sources: LlamaSources, config: TtsCon
   const files = { talker: path.join(dir, 'talker.gguf'), predictor: path.join(dir, 'predictor.gguf'), heads: path.join(dir, 'predictor-heads.gguf') };
   const partial = (file: string) => `${file}.${process.pid}.tmp`;
   try {
-    const [talkerModel, predictorModel] = await Promise.all([decode(sources.talker), decode(sources.predictor)]);
+    const [{ model: talkerModel, source: talkerSource }, { model: predictorModel, source: predictorSource }] = await Promise.all([decode(sources.talker), decode(sources.predictor)]);
     const talkerDims = await convertTalker(talkerModel, partial(files.talker), { ...config.talkerNorms, contextLength: config.maxPositions });
     const predictorNorms = { ropeTheta: config.predictorDims.ropeTheta, eps: config.predictorDims.eps, contextLength: config.groups };
     const predictorDims = await convertPredictor(predictorModel, config.groups, partial(files.predictor), partial(files.heads), predictorNorms);
@@ -75,7 +76,6 @@ export async function prepareLlamaDecoders(sources: LlamaSources, config: TtsCon
     const predictorAgreement = await probePredictor(predictor, front, sources.predictor, config, options);
     if (!(predictorAgreement.logits <= LLAMA_TOLERANCE)) throw new UnpreparableGraph(`the converted code predictor does not reproduce the published graph (largest logit difference ${pct(predictorAgreement.logits)} of the largest logit)`);
     for (const file of Object.values(files)) await rename(partial(file), file);
-    const [talkerSource, predictorSource] = await Promise.all([fileSha256(sources.talker), fileSha256(sources.predictor)]);
     return {
       talker: { file: files.talker, source: talkerSource, dims: talkerDims, agreement: talkerAgreement },
       predictor: { file: files.predictor, heads: files.heads, source: predictorSource, dims: predictorDims, agreement: predictorAgreement },
@@ -87,32 +87,24 @@ export async function prepareLlamaDecoders(sources: LlamaSources, config: TtsCon
 
 const pct = (x: number) => `${(x * 100).toFixed(2)} %`;
 
-async function decode(file: string): Promise<OnnxTypes.ModelProto> {
-  const model = onnx.ModelProto.decode(await readFile(file));
+/** A published graph, decoded with its external data inline, and the SHA-256 of the bytes read. */
+async function decode(file: string): Promise<{ model: OnnxTypes.ModelProto; source: string }> {
+  const bytes = await readFile(file);
+  const model = onnx.ModelProto.decode(bytes);
   await inlineExternalData(model, path.dirname(file));
-  return model;
-}
-
-/** A seeded generator of uniform numbers in [0, 1). */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  return { model, source: createHash('sha256').update(bytes).digest('hex') };
 }
 
 /** The published talker and the converted one over the same rows (summed frame embeddings of random codes); disposes `converted`. */
 async function probeTalker(converted: LlamaTalker, sources: LlamaSources, config: TtsConfig, options: ort.InferenceSession.SessionOptions): Promise<LlamaAgreement> {
   const [published, residual] = await Promise.all([ort.InferenceSession.create(sources.talker, options), ort.InferenceSession.create(sources.residual, options)]);
   try {
-    const io = bindTalker(graphValues(published.inputMetadata), graphValues(published.outputMetadata), { vocab: config.codecVocab, hidden: config.hidden });
-    const hidden = io.sizes.hidden ?? config.hidden;
-    const kvHeads = io.sizes.kvHeads ?? config.kvHeads;
-    const headDim = io.sizes.headDim ?? config.headDim;
-    if (!hidden || !kvHeads || !headDim) throw new UnpreparableGraph('cannot tell the talker cache shape from the graph or config.json');
-    const reference = new OnnxTalker(published, io, { kvHeads, headDim, hidden, vocab: config.codecVocab });
-    const next = seeded(0x5eed7a1c);
+    const reference = OnnxTalker.of(published, config);
+    const hidden = reference.width;
+    const rng = new Rng(0x5eed7a1c);
     const rows = new Float32Array((PROBE_PREFILL + PROBE_STEPS) * hidden);
     for (let r = 0; r < PROBE_PREFILL + PROBE_STEPS; r++) {
-      const codes = BigInt64Array.from({ length: config.groups }, () => BigInt(Math.floor(next() * 2048)));
+      const codes = BigInt64Array.from({ length: config.groups }, () => BigInt(Math.floor(rng.next() * 2048)));
       const out = await residual.run({ [residual.inputNames[0]!]: new ort.Tensor('int64', codes, [1, config.groups]) });
       const row = out[residual.outputNames[0]!]!;
       rows.set(readFloats(row.type, row.data).subarray(0, hidden), r * hidden);

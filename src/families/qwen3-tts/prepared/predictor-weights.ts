@@ -1,4 +1,5 @@
 import type { onnx as OnnxTypes } from 'onnx-proto';
+import { halvesToFloats } from '../../../runtimes/onnx/float16.js';
 
 /**
  * Reads the published code_predictor graph for what a KV-cached predictor
@@ -168,6 +169,8 @@ function readHeads(named: (param: string, suffix?: string) => Tensor | undefined
   const dims = stacked?.dims?.map(Number);
   if (!stacked || dims?.length !== 3 || dims[0] !== groups - 1) throw new UnpreparableGraph('no heads named like lm_head.0.weight or a stacked lm_head');
   const [, K, N] = dims as [number, number, number];
+  // Split into fp32 MatMul weights, so the graph takes them as the export's fp32 ones only.
+  if (stacked.dataType !== 1) throw new UnpreparableGraph(`${stacked.name} is not float32`);
   const values = floatValues(stacked);
   return Array.from({ length: groups - 1 }, (_, g) => ({
     op: 'MatMul' as const,
@@ -195,14 +198,16 @@ function closure(output: string, producers: Map<string, Node>, initializers: Map
   return { nodes: nodes.filter((n) => needed.has(n)), initializers: [...constants], output };
 }
 
-/** An fp32 tensor's values (inline raw data or float_data). */
+/** An fp32 or fp16 tensor's values as float32 (inline raw data, float_data or fp16's int32_data): a view of fp32 raw data where aligned. */
 export function floatValues(t: Tensor): Float32Array {
-  if (t.dataType !== 1) throw new UnpreparableGraph(`${t.name} is not float32`);
+  if (t.dataType !== 1 && t.dataType !== 10) throw new UnpreparableGraph(`${t.name} is neither float32 nor float16`);
   if (t.dataLocation === 1) throw new UnpreparableGraph(`${t.name} is stored outside the graph and cannot be split`);
-  if (t.rawData?.length) {
-    const raw = t.rawData;
-    return raw.byteOffset % 4 === 0 ? new Float32Array(raw.buffer, raw.byteOffset, raw.byteLength / 4) : new Float32Array(Uint8Array.from(raw).buffer);
+  const raw = t.rawData;
+  if (t.dataType === 10) {
+    if (!raw?.length) return halvesToFloats(Uint16Array.from(t.int32Data ?? []));
+    return halvesToFloats(raw.byteOffset % 2 === 0 ? new Uint16Array(raw.buffer, raw.byteOffset, raw.byteLength / 2) : new Uint16Array(Uint8Array.from(raw).buffer));
   }
+  if (raw?.length) return raw.byteOffset % 4 === 0 ? new Float32Array(raw.buffer, raw.byteOffset, raw.byteLength / 4) : new Float32Array(Uint8Array.from(raw).buffer);
   return Float32Array.from(t.floatData ?? []);
 }
 

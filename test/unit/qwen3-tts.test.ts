@@ -3,7 +3,8 @@ import { statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qwen3TtsLoader, type Qwen3TtsRuntime } from '../../src/families/qwen3-tts/loader.js';
 import { FRAMES_PER_SECOND, frameLimit, MAX_PIECE_SECONDS } from '../../src/families/qwen3-tts/runtime.js';
-import { STREAMING_BLOCKS, STREAMING_MAX_BLOCK, StreamingBlocks, nextBlockSize } from '../../src/families/qwen3-tts/codec.js';
+import { STREAMING_BLOCKS, STREAMING_MAX_BLOCK, StreamingBlocks, nextBlockSize, type BlockDecoder } from '../../src/families/qwen3-tts/codec.js';
+import type { GeneratorWorker } from '../../src/families/qwen3-tts/worker-client.js';
 import { parseTtsConfig } from '../../src/families/qwen3-tts/config.js';
 import { FirstCodeSampler, Rng, Sampler } from '../../src/families/qwen3-tts/sampling.js';
 import { loadTtsTokenizer } from '../../src/families/qwen3-tts/tokenizer.js';
@@ -280,6 +281,50 @@ describe('Qwen3-TTS synthesis', () => {
       await expect(pending).rejects.toBe(reason);
       expect((await speak('customvoice', { text, seed: 5 })).samples).toEqual(free.samples);
     } finally {
+      runtime.holdBlocks = 'none';
+    }
+  });
+
+  it('holding every block, the loop stops on the frame where a block is cut and makes none while it decodes', async () => {
+    const runtime = runtimes.customvoice;
+    // The runtime's generator and decoder, watched: frames as they arrive, and how many had arrived when each decode started and ended.
+    const inner = runtime as unknown as { generator: GeneratorWorker; codec: BlockDecoder };
+    const { generator, codec } = inner;
+    let arrived = 0;
+    const decodes: Array<{ to: number; atStart: number; atEnd: number }> = [];
+    const watched = Object.create(generator) as GeneratorWorker;
+    watched.generate = (request, onFrame, signal, hold) => generator.generate(request, (codes) => (arrived++, onFrame(codes)), signal, hold);
+    const watchedCodec = Object.create(codec) as BlockDecoder;
+    watchedCodec.stream = () => {
+      const stream = codec.stream();
+      return {
+        ...stream,
+        decode: async (frames, from, to) => {
+          const atStart = arrived;
+          const samples = await stream.decode(frames, from, to);
+          decodes.push({ to, atStart, atEnd: arrived });
+          return samples;
+        },
+      };
+    };
+    Object.assign(inner, { generator: watched, codec: watchedCodec });
+    runtime.holdBlocks = 'every';
+    try {
+      const { frames } = await speak('customvoice', { text: 'The loop waits for each block, and only for it.', seed: 5 });
+      // The blocks the policy cuts from this many frames (1, 3, 7, 15, 23, …).
+      const policy = new StreamingBlocks(runtime.blockPolicy, STREAMING_MAX_BLOCK);
+      const ends: number[] = [];
+      for (let f = 0; f < frames; f++) {
+        policy.push(new Int32Array(16));
+        for (let block = policy.take(false); block; block = policy.take(false)) ends.push(block.to);
+      }
+      for (let block = policy.take(true); block; block = policy.take(true)) ends.push(block.to);
+      expect(ends.length).toBeGreaterThan(3);
+      expect(decodes.map((d) => d.to)).toEqual(ends);
+      // Every block but the last (cut once the generation ended): the loop had made exactly its frames, and made none while it decoded.
+      for (const d of decodes.slice(0, -1)) expect(d).toEqual({ to: d.to, atStart: d.to, atEnd: d.to });
+    } finally {
+      Object.assign(inner, { generator, codec });
       runtime.holdBlocks = 'none';
     }
   });

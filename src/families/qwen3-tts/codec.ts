@@ -248,6 +248,7 @@ export class StreamingBlocks {
   private readonly frames: Int32Array[];
   private emitted: number;
   private lastBlock = 0;
+  private readonly contextFrames: number;
 
   constructor(
     private readonly policy: BlockPolicy,
@@ -255,7 +256,16 @@ export class StreamingBlocks {
     context: readonly Int32Array[] = [],
   ) {
     this.frames = [...context];
-    this.emitted = this.frames.length;
+    this.emitted = this.contextFrames = context.length;
+  }
+
+  /** The frames generated (context frames not counted) when the next block is cut. */
+  nextCut(): number {
+    return this.emitted - this.contextFrames + this.size();
+  }
+
+  private size(): number {
+    return Math.min(nextBlockSize(this.policy, this.lastBlock), this.maxBlock);
   }
 
   push(codes: Int32Array): void {
@@ -265,7 +275,7 @@ export class StreamingBlocks {
   /** The next block `[from, to)` if enough frames are waiting (or any, when `final`); advances past it. */
   take(final: boolean): { frames: readonly Int32Array[]; from: number; to: number } | undefined {
     const waiting = this.frames.length - this.emitted;
-    const size = Math.min(nextBlockSize(this.policy, this.lastBlock), this.maxBlock);
+    const size = this.size();
     if (waiting === 0 || (!final && waiting < size)) return undefined;
     const count = Math.min(waiting, size);
     const from = this.emitted;

@@ -235,8 +235,8 @@ export class FrameGenerator {
     let position = plan.rows.length;
     const codes = this.codes;
     let frames = 0;
+    if (aborted()) return { frames: 0, reason: 'aborted' };
     while (frames < request.maxFrames) {
-      if (aborted()) return { frames, reason: 'aborted' };
       const first = firstCode.sample(state.logits, frames, rng);
       if (first === config.ids.codecEos) return { frames, reason: 'eos' };
       codes.fill(0n);
@@ -247,6 +247,8 @@ export class FrameGenerator {
       onFrame(frame);
       frames++;
       if (frames >= request.maxFrames || position >= capacity) break;
+      // Where the caller holds the loop (a block to decode), it waits here, before the next talker step.
+      if (aborted()) return { frames, reason: 'aborted' };
       const next = await this.residual(codes);
       addInto(next, 0, steps, Math.min(frames - 1, plan.trailing.length) * this.hidden, this.hidden);
       state = await this.talker.step(next, 1, position);

@@ -209,13 +209,12 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
     const stop = new AbortController();
     let failure: unknown;
     let decoded: Promise<void> = Promise.resolve();
-    const hold = this.holdBlocks !== 'none' ? new LoopHold() : undefined;
-    let first = true;
+    // The loop stops where each held block is cut, and goes on once it is decoded.
+    const hold = this.holdBlocks !== 'none' ? new LoopHold(blocks.nextCut()) : undefined;
     const cut = (final: boolean) => {
       for (let block = blocks.take(final); block; block = blocks.take(final)) {
         const { frames, from, to } = block;
-        if (hold && !final && (first || this.holdBlocks === 'every')) hold.hold();
-        first = false;
+        const resume = this.holdBlocks === 'every' ? blocks.nextCut() : LoopHold.NONE;
         decoded = decoded
           .then(async () => {
             if (failure !== undefined || signal.aborted) return;
@@ -226,7 +225,7 @@ export class Qwen3TtsRuntime implements SpeechRuntime {
             failure ??= error;
             stop.abort(error);
           })
-          .finally(() => hold?.release());
+          .finally(() => hold?.allow(resume));
       }
     };
     try {

@@ -25,21 +25,28 @@ export class GeneratorError extends Error {
 }
 
 /**
- * A pause the caller can put on the frame loop: the worker finishes the
- * group it is computing, then waits until released (or aborted). Shared
- * memory, so holding and releasing never wait for a message.
+ * How far the frame loop may run ahead of the caller: the loop makes frames
+ * while fewer than the allowance are made, then waits (re-reading the abort
+ * flag) until the caller raises it. The caller sets the allowance to the
+ * frame where its next audio block is cut, so the loop stops exactly there,
+ * not a frame or so later when a message would have told it to (a decode
+ * beside a running frame is slow on shared cores: bench/tts.md). Shared
+ * memory, so it never waits for a message.
  */
 export class LoopHold {
+  /** No limit: the loop runs freely. */
+  static readonly NONE = 2 ** 31 - 1;
   readonly buffer = new SharedArrayBuffer(4);
-  private readonly flag = new Int32Array(this.buffer);
+  private readonly allowance = new Int32Array(this.buffer);
 
-  hold(): void {
-    Atomics.store(this.flag, 0, 1);
+  constructor(frames: number) {
+    this.allow(frames);
   }
 
-  release(): void {
-    Atomics.store(this.flag, 0, 0);
-    Atomics.notify(this.flag, 0);
+  /** Lets the loop make frames until `frames` are made (NONE: all). */
+  allow(frames: number): void {
+    Atomics.store(this.allowance, 0, Math.min(frames, LoopHold.NONE));
+    Atomics.notify(this.allowance, 0);
   }
 }
 

@@ -34,13 +34,18 @@ port.on('message', async (message: Request) => {
       port.postMessage({ id, ok: true, result }, [result.xvector.buffer as ArrayBuffer, ...result.frames.map((f) => f.buffer as ArrayBuffer)]);
     } else if (message.type === 'generate') {
       const flag = new Int32Array(message.abort);
-      const held = message.hold && new Int32Array(message.hold);
+      const allowance = message.hold && new Int32Array(message.hold);
+      let made = 0;
       const aborted = () => {
-        // Held (LoopHold): wait, re-reading the abort flag every 20 ms.
-        while (held && Atomics.load(held, 0) === 1 && Atomics.load(flag, 0) === 0) Atomics.wait(held, 0, 1, 20);
+        // As many frames made as the caller allows (LoopHold): wait, re-reading the abort flag every 20 ms.
+        for (let allowed; allowance && made >= (allowed = Atomics.load(allowance, 0)) && Atomics.load(flag, 0) === 0; ) Atomics.wait(allowance, 0, allowed, 20);
         return Atomics.load(flag, 0) !== 0;
       };
-      const result = await ready().generate(message.request, (codes) => port.postMessage({ id, update: codes }, [codes.buffer as ArrayBuffer]), aborted);
+      const onFrame = (codes: Int32Array) => {
+        made++;
+        port.postMessage({ id, update: codes }, [codes.buffer as ArrayBuffer]);
+      };
+      const result = await ready().generate(message.request, onFrame, aborted);
       port.postMessage({ id, ok: true, result });
     } else if (message.type === 'release') {
       await generator?.release();

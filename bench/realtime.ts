@@ -33,12 +33,21 @@
  * MatMuls in int8, as the catalog's `-q8` entry; `--asr default` installs both as the catalog's
  * `whisper-base` and `whisper-base-q8` and names none (the server's choice for a realtime session).
  *
+ * `--cancel qwen3-tts` (the default) cancels each answer of the voices named
+ * once its first audio has come (response.cancel, as a user cutting in): the
+ * bench Qwen3-TTS talker is a plain Qwen3 on random weights that never
+ * draws end of speech (bench/tts/model.ts), so each piece of an answer
+ * would speak to its length limit and a turn would wait minutes for the one
+ * before; nothing up to the first audio changes, and the next turn starts,
+ * as always, once the answer is done. `--cancel ''` hears every answer out.
+ *
  * `--polling auto,off` alternates LSERVE_LLAMA_POLLING turn by turn (`--turns`
  * of each): whether the chat's threadpool spins between decodes while the
  * session's voice activity detection and audio keep the server busy.
  *
  *   npx tsx bench/realtime.ts [--voices piper,qwen3-tts] [--turns 5] [--warmup 1] [--threads 2]
  *                             [--max-tokens 40] [--silence-ms 500] [--polling auto] [--speculation on] [--warm on] [--asr whisper-base] [--skip alone]
+ *                             [--cancel qwen3-tts]
  */
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -70,6 +79,7 @@ const { values: args } = parseArgs({
     speculation: { type: 'string', default: 'on' },
     warm: { type: 'string', default: 'on' },
     skip: { type: 'string', default: '' },
+    cancel: { type: 'string', default: 'qwen3-tts' },
   },
 });
 const threads = Number(args.threads);
@@ -171,6 +181,7 @@ async function runVoice(voice: VoiceName, recognizer: RecognizerName): Promise<V
       // `--asr default`: the session names none, and the server chooses among the two installed.
       transcriptionModel: recognizer === 'default' ? undefined : WHISPER,
       polling: pollingModes,
+      cancelAfterAudio: args.cancel.split(',').includes(voice),
     });
     listening = false;
     const turns = timings.map((t, i) => ({ ...t, serverLatencyMs: latencies[warmup + i] ?? NaN, decodeRate: rates[warmup + i] ?? NaN }));

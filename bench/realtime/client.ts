@@ -29,6 +29,8 @@ export interface ClientOptions {
   transcriptionModel?: string;
   /** LSERVE_LLAMA_POLLING values, alternated turn by turn: the client asks its parent to set each before the turn. */
   polling: string[];
+  /** Cancel each answer (response.cancel) once its first audio arrives, as a user cutting in would, rather than hear it out. */
+  cancelAfterAudio: boolean;
 }
 
 /** One turn, times in ms from the true end of speech (endAt). */
@@ -215,6 +217,10 @@ export async function runTurns(options: ClientOptions): Promise<TurnTiming[]> {
       const transcribed = await session.next((e) => e.type === 'conversation.item.input_audio_transcription.completed' && e.item_id === item, from);
       const created = await session.next((e) => e.type === 'response.created', from);
       const response = (created.event.response as { id: string }).id;
+      if (options.cancelAfterAudio) {
+        await session.next((e) => e.type === 'response.output_audio.delta' && e.response_id === response, from);
+        socket.send(JSON.stringify({ type: 'response.cancel', response_id: response }));
+      }
       const done = await session.next((e) => e.type === 'response.done' && (e.response as { id: string }).id === response, from);
       const ofResponse = session.events.slice(from).filter((e) => e.event.response_id === response);
       const deltas = ofResponse.filter((e) => e.event.type === 'response.output_audio_transcript.delta');

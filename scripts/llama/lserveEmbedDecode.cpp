@@ -5,6 +5,7 @@
 //   load() -> Promise<{ width, hiddenWidth, vocab, heads, headRows }>
 //   decode(rows: Float32Array, count, position, logitsFrom, logitsTo, head = -1)
 //       -> Promise<{ hidden: Float32Array, logits: Float32Array }>
+//   decodeSync(…the same) -> { hidden, logits }, on the calling thread
 //   truncate(position)
 //   dispose() -> Promise<void>
 //
@@ -211,12 +212,15 @@ std::unique_ptr<Heads> loadHeads(const std::string& path, int32_t width, int32_t
     return heads;
 }
 
+struct DecodeCall;
+
 class EmbedModel : public Napi::ObjectWrap<EmbedModel> {
     public:
         static Napi::Function Define(Napi::Env env) {
             return DefineClass(env, "LserveEmbedModel", {
                 InstanceMethod("load", &EmbedModel::Load),
                 InstanceMethod("decode", &EmbedModel::Decode),
+                InstanceMethod("decodeSync", &EmbedModel::DecodeSync),
                 InstanceMethod("truncate", &EmbedModel::Truncate),
                 InstanceMethod("dispose", &EmbedModel::Dispose),
             });
@@ -301,6 +305,8 @@ class EmbedModel : public Napi::ObjectWrap<EmbedModel> {
     private:
         Napi::Value Load(const Napi::CallbackInfo& info);
         Napi::Value Decode(const Napi::CallbackInfo& info);
+        Napi::Value DecodeSync(const Napi::CallbackInfo& info);
+        std::unique_ptr<Napi::Error> decodeCall(const Napi::CallbackInfo& info, DecodeCall& call);
         Napi::Value Truncate(const Napi::CallbackInfo& info);
         Napi::Value Dispose(const Napi::CallbackInfo& info);
 };
@@ -405,101 +411,115 @@ class LoadWorker : public ModelWorker {
         }
 };
 
+// One decode's arguments and results, run on whichever thread calls run(): the worker of decode(),
+// or the caller's own for decodeSync().
+struct DecodeCall {
+    std::vector<float> rows;
+    int32_t count;
+    int32_t position;
+    int32_t logitsFrom;
+    int32_t logitsTo;
+    int32_t head;
+    std::vector<float> hidden;
+    std::vector<float> logits;
+    // llama_decode's status where it failed, for the error's `code`.
+    int32_t code = 0;
+
+    // An empty string, or what went wrong. The caller holds model->mutex.
+    std::string run(EmbedModel* model) {
+        llama_context* ctx = model->ctx;
+        if (ctx == nullptr) {
+            return "the model is disposed";
+        }
+        llama_memory_t memory = llama_get_memory(ctx);
+        // llama.cpp takes a batch only where it continues the sequence; said here in the caller's terms.
+        const llama_pos next = llama_memory_seq_pos_max(memory, 0) + 1;
+        if (position != next) {
+            return "decode at position " + std::to_string(position) + ", but the cache holds positions 0 to " + std::to_string(next - 1) +
+                   (position < next ? ": truncate(" + std::to_string(position) + ") first" : "");
+        }
+        {
+            // The pool's other users wait: one graph at a time on a shared pool.
+            std::unique_lock<std::mutex> computing;
+            if (model->pool != nullptr) {
+                computing = std::unique_lock<std::mutex>(model->pool->compute);
+            }
+            llama_batch& batch = model->batch;
+            const int32_t width = model->width;
+            for (int32_t start = 0; start < count && code == 0; start += model->batchSize) {
+                const int32_t n = std::min(model->batchSize, count - start);
+                std::copy(rows.begin() + size_t(start) * width, rows.begin() + size_t(start + n) * width, batch.embd);
+                for (int32_t i = 0; i < n; i++) {
+                    batch.pos[i] = position + start + i;
+                    batch.n_seq_id[i] = 1;
+                    batch.seq_id[i][0] = 0;
+                    batch.logits[i] = true;  // with embeddings on llama.cpp outputs every row, and warns of any not marked
+                }
+                batch.n_tokens = n;
+                code = llama_decode(ctx, batch);
+            }
+            if (code == 0 && head >= 0) {
+                // The asked head over the last row's hidden state, in place of the model's logits.
+                Heads& heads = *model->heads;
+                const float* h = llama_get_embeddings_ith(ctx, -1);
+                if (h != nullptr) {
+                    ggml_backend_tensor_set(heads.input, h, 0, ggml_nbytes(heads.input));
+                    if (ggml_backend_graph_compute(heads.backend, heads.graphs[head]) == GGML_STATUS_SUCCESS) {
+                        logits.resize(size_t(logitsTo - logitsFrom));
+                        ggml_backend_tensor_get(heads.outputs[head], logits.data(), size_t(logitsFrom) * sizeof(float), logits.size() * sizeof(float));
+                    }
+                }
+            }
+            if (model->pool != nullptr && model->pool->pause != nullptr && !(model->poll && lserveThreadpoolPolling())) {
+                model->pool->pause(model->pool->pool);
+            }
+        }
+        if (code != 0) {
+            // What an earlier batch of this call left in the cache goes too: a failed decode changes nothing.
+            llama_memory_seq_rm(memory, 0, position, -1);
+            return "llama_decode failed with status " + std::to_string(code) +
+                   (code == 1 ? " (no room in the KV cache for the batch)" : code == 2 ? " (aborted)" : code == -1 ? " (invalid batch)" : "");
+        }
+        const float* h = llama_get_embeddings_ith(ctx, -1);
+        const float* l = head >= 0 ? nullptr : llama_get_logits_ith(ctx, -1);
+        if (h == nullptr || (head < 0 && l == nullptr) || (head >= 0 && logits.empty())) {
+            return head >= 0 ? "the head could not be computed over the last row" : "llama.cpp returned no hidden state or logits for the last row";
+        }
+        hidden.assign(h, h + model->hiddenWidth);
+        if (head < 0) logits.assign(l + logitsFrom, l + logitsTo);
+        return "";
+    }
+
+    Napi::Object result(Napi::Env env) const {
+        Napi::Object out = Napi::Object::New(env);
+        auto hiddenOut = Napi::Float32Array::New(env, hidden.size());
+        std::copy(hidden.begin(), hidden.end(), hiddenOut.Data());
+        auto logitsOut = Napi::Float32Array::New(env, logits.size());
+        std::copy(logits.begin(), logits.end(), logitsOut.Data());
+        out.Set("hidden", hiddenOut);
+        out.Set("logits", logitsOut);
+        return out;
+    }
+};
+
 class DecodeWorker : public ModelWorker {
     public:
-        DecodeWorker(Napi::Env env, EmbedModel* model, std::vector<float> rows, int32_t count, int32_t position, int32_t logitsFrom, int32_t logitsTo, int32_t head)
-            : ModelWorker(env, model, "LserveEmbedModelDecode"),
-              rows(std::move(rows)), count(count), position(position), logitsFrom(logitsFrom), logitsTo(logitsTo), head(head) {}
+        DecodeWorker(Napi::Env env, EmbedModel* model, DecodeCall call) : ModelWorker(env, model, "LserveEmbedModelDecode"), call(std::move(call)) {}
 
     protected:
         void Execute() override {
             std::lock_guard<std::mutex> lock(model->mutex);
-            llama_context* ctx = model->ctx;
-            if (ctx == nullptr) {
-                SetError("the model is disposed");
-                return;
-            }
-            llama_memory_t memory = llama_get_memory(ctx);
-            // llama.cpp takes a batch only where it continues the sequence; said here in the caller's terms.
-            const llama_pos next = llama_memory_seq_pos_max(memory, 0) + 1;
-            if (position != next) {
-                SetError("decode at position " + std::to_string(position) + ", but the cache holds positions 0 to " + std::to_string(next - 1) +
-                         (position < next ? ": truncate(" + std::to_string(position) + ") first" : ""));
-                return;
-            }
-            {
-                // The pool's other users wait: one graph at a time on a shared pool.
-                std::unique_lock<std::mutex> computing;
-                if (model->pool != nullptr) {
-                    computing = std::unique_lock<std::mutex>(model->pool->compute);
-                }
-                llama_batch& batch = model->batch;
-                const int32_t width = model->width;
-                for (int32_t start = 0; start < count && code == 0; start += model->batchSize) {
-                    const int32_t n = std::min(model->batchSize, count - start);
-                    std::copy(rows.begin() + size_t(start) * width, rows.begin() + size_t(start + n) * width, batch.embd);
-                    for (int32_t i = 0; i < n; i++) {
-                        batch.pos[i] = position + start + i;
-                        batch.n_seq_id[i] = 1;
-                        batch.seq_id[i][0] = 0;
-                        batch.logits[i] = true;  // with embeddings on llama.cpp outputs every row, and warns of any not marked
-                    }
-                    batch.n_tokens = n;
-                    code = llama_decode(ctx, batch);
-                }
-                if (code == 0 && head >= 0) {
-                    // The asked head over the last row's hidden state, in place of the model's logits.
-                    Heads& heads = *model->heads;
-                    const float* h = llama_get_embeddings_ith(ctx, -1);
-                    if (h != nullptr) {
-                        ggml_backend_tensor_set(heads.input, h, 0, ggml_nbytes(heads.input));
-                        if (ggml_backend_graph_compute(heads.backend, heads.graphs[head]) == GGML_STATUS_SUCCESS) {
-                            logits.resize(size_t(logitsTo - logitsFrom));
-                            ggml_backend_tensor_get(heads.outputs[head], logits.data(), size_t(logitsFrom) * sizeof(float), logits.size() * sizeof(float));
-                        }
-                    }
-                }
-                if (model->pool != nullptr && model->pool->pause != nullptr && !(model->poll && lserveThreadpoolPolling())) {
-                    model->pool->pause(model->pool->pool);
-                }
-            }
-            if (code != 0) {
-                // What an earlier batch of this call left in the cache goes too: a failed decode changes nothing.
-                llama_memory_seq_rm(memory, 0, position, -1);
-                SetError("llama_decode failed with status " + std::to_string(code) +
-                         (code == 1 ? " (no room in the KV cache for the batch)" : code == 2 ? " (aborted)" : code == -1 ? " (invalid batch)" : ""));
-                return;
-            }
-            const float* h = llama_get_embeddings_ith(ctx, -1);
-            const float* l = head >= 0 ? nullptr : llama_get_logits_ith(ctx, -1);
-            if (h == nullptr || (head < 0 && l == nullptr) || (head >= 0 && logits.empty())) {
-                SetError(head >= 0 ? "the head could not be computed over the last row" : "llama.cpp returned no hidden state or logits for the last row");
-                return;
-            }
-            hidden.assign(h, h + model->hiddenWidth);
-            if (head < 0) logits.assign(l + logitsFrom, l + logitsTo);
+            const std::string error = call.run(model);
+            code = call.code;
+            if (!error.empty()) SetError(error);
         }
 
         Napi::Value Result(Napi::Env env) override {
-            Napi::Object result = Napi::Object::New(env);
-            auto hiddenOut = Napi::Float32Array::New(env, hidden.size());
-            std::copy(hidden.begin(), hidden.end(), hiddenOut.Data());
-            auto logitsOut = Napi::Float32Array::New(env, logits.size());
-            std::copy(logits.begin(), logits.end(), logitsOut.Data());
-            result.Set("hidden", hiddenOut);
-            result.Set("logits", logitsOut);
-            return result;
+            return call.result(env);
         }
 
     private:
-        std::vector<float> rows;
-        int32_t count;
-        int32_t position;
-        int32_t logitsFrom;
-        int32_t logitsTo;
-        int32_t head;
-        std::vector<float> hidden;
-        std::vector<float> logits;
+        DecodeCall call;
 };
 
 class DisposeWorker : public ModelWorker {
@@ -543,38 +563,76 @@ Napi::Value EmbedModel::Load(const Napi::CallbackInfo& info) {
     return (new LoadWorker(env, this))->Start();
 }
 
-// Arguments are checked here, before any work is queued: a bad call rejects and changes nothing.
-Napi::Value EmbedModel::Decode(const Napi::CallbackInfo& info) {
+// A decode's arguments, checked before any work: a bad call fails and changes nothing. An empty
+// error: `call` is filled.
+std::unique_ptr<Napi::Error> EmbedModel::decodeCall(const Napi::CallbackInfo& info, DecodeCall& call) {
     Napi::Env env = info.Env();
+    const auto fail = [&](Napi::Error error) { return std::make_unique<Napi::Error>(error); };
     if (disposed || !loaded) {
-        return Rejected(env, Napi::Error::New(env, disposed ? "the model is disposed" : "the model is not loaded (await load() first)"));
+        return fail(Napi::Error::New(env, disposed ? "the model is disposed" : "the model is not loaded (await load() first)"));
     }
     if (info.Length() < 5 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
-        return Rejected(env, Napi::TypeError::New(env, "decode(rows: Float32Array, count, position, logitsFrom, logitsTo, head = -1)"));
+        return fail(Napi::TypeError::New(env, "decode(rows: Float32Array, count, position, logitsFrom, logitsTo, head = -1)"));
     }
     int32_t head = -1;
     const int32_t headCount = heads ? int32_t(heads->graphs.size()) : 0;
     if (info.Length() > 5 && !info[5].IsUndefined() && !integerIn(info[5], -1, headCount - 1, head)) {
-        return Rejected(env, Napi::RangeError::New(env, "head must be -1 (the model's logits) or an integer below the heads loaded (" + std::to_string(headCount) + ")"));
+        return fail(Napi::RangeError::New(env, "head must be -1 (the model's logits) or an integer below the heads loaded (" + std::to_string(headCount) + ")"));
     }
     const int32_t scored = head >= 0 ? heads->rows : vocab;
     auto rows = info[0].As<Napi::Float32Array>();
     int32_t count = 0, position = 0, from = 0, to = 0;
     if (!integerIn(info[1], 1, contextSize, count)) {
-        return Rejected(env, Napi::RangeError::New(env, "count must be an integer from 1 to the context size (" + std::to_string(contextSize) + ")"));
+        return fail(Napi::RangeError::New(env, "count must be an integer from 1 to the context size (" + std::to_string(contextSize) + ")"));
     }
     if (rows.ElementLength() != size_t(count) * width) {
-        return Rejected(env, Napi::RangeError::New(env, "rows holds " + std::to_string(rows.ElementLength()) + " floats, not count × width = " + std::to_string(size_t(count) * width)));
+        return fail(Napi::RangeError::New(env, "rows holds " + std::to_string(rows.ElementLength()) + " floats, not count × width = " + std::to_string(size_t(count) * width)));
     }
     if (!integerIn(info[2], 0, contextSize - count, position)) {
-        return Rejected(env, Napi::RangeError::New(env, "position must be an integer from 0 to " + std::to_string(contextSize - count) +
-                                                            ": position + count at most the context size (" + std::to_string(contextSize) + ")"));
+        return fail(Napi::RangeError::New(env, "position must be an integer from 0 to " + std::to_string(contextSize - count) +
+                                                   ": position + count at most the context size (" + std::to_string(contextSize) + ")"));
     }
     if (!integerIn(info[3], 0, scored - 1, from) || !integerIn(info[4], from + 1, scored, to)) {
-        return Rejected(env, Napi::RangeError::New(env, "the logits range must satisfy 0 <= from < to <= " + std::string(head >= 0 ? "the head's rows (" : "vocab (") + std::to_string(scored) + ")"));
+        return fail(Napi::RangeError::New(env, "the logits range must satisfy 0 <= from < to <= " + std::string(head >= 0 ? "the head's rows (" : "vocab (") + std::to_string(scored) + ")"));
     }
-    std::vector<float> copy(rows.Data(), rows.Data() + rows.ElementLength());
-    return (new DecodeWorker(env, this, std::move(copy), count, position, from, to, head))->Start();
+    call.rows.assign(rows.Data(), rows.Data() + rows.ElementLength());
+    call.count = count;
+    call.position = position;
+    call.logitsFrom = from;
+    call.logitsTo = to;
+    call.head = head;
+    return nullptr;
+}
+
+Napi::Value EmbedModel::Decode(const Napi::CallbackInfo& info) {
+    DecodeCall call;
+    if (auto error = decodeCall(info, call)) return Rejected(info.Env(), *error);
+    return (new DecodeWorker(info.Env(), this, std::move(call)))->Start();
+}
+
+// The same decode on the calling thread, returning its result or throwing: for a caller whose thread
+// does nothing else meanwhile (a worker thread's frame loop), without a hop to a worker and back.
+Napi::Value EmbedModel::DecodeSync(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    DecodeCall call;
+    if (auto error = decodeCall(info, call)) {
+        error->ThrowAsJavaScriptException();
+        return env.Undefined();
+    }
+    if (!mutex.try_lock()) {
+        // Another call in flight: never block the calling thread on it.
+        Napi::Error::New(env, "decodeSync() while another call runs: await it first").ThrowAsJavaScriptException();
+        return env.Undefined();
+    }
+    std::lock_guard<std::mutex> lock(mutex, std::adopt_lock);
+    const std::string message = call.run(this);
+    if (!message.empty()) {
+        Napi::Error error = Napi::Error::New(env, message);
+        if (call.code != 0) error.Value().Set("code", Napi::Number::New(env, call.code));
+        error.ThrowAsJavaScriptException();
+        return env.Undefined();
+    }
+    return call.result(env);
 }
 
 Napi::Value EmbedModel::Truncate(const Napi::CallbackInfo& info) {

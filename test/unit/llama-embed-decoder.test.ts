@@ -225,6 +225,22 @@ describe.skipIf(!home)(`decoding a GGUF model from input embeddings${home ? '' :
     expect(maxDifference(b.logits, afterCut.logits)).toBeLessThan(1e-6);
   });
 
+  it('decodes on the calling thread (blocking) as on the pool, and a bad call fails the same way', async () => {
+    const blocking = (await EmbedDecoder.open(runtime, file, { contextSize: CONTEXT, threads: 1, blocking: true }))!;
+    try {
+      expect(blocking.blocking, 'the binary has no decodeSync').toBe(true);
+      expect(decoder.blocking).toBe(false);
+      expect(maxDifference((await blocking.decode(rows(ids), ids.length, 0)).logits, prefill.logits)).toBeLessThan(1e-5);
+      await blocking.truncate(cut);
+      expect(maxDifference((await blocking.decode(rows([other]), 1, cut)).logits, afterCut.logits)).toBeLessThan(1e-5);
+      await expect(blocking.decode(rows([other]), 1, cut + 5)).rejects.toThrow(/cache holds positions 0 to 3/);
+      await expect(blocking.decode(rows([other]).subarray(1), 1, cut + 1)).rejects.toThrow(/count × width/);
+      expect(blocking.length).toBe(cut + 1);
+    } finally {
+      await blocking.dispose();
+    }
+  });
+
   it('decodes the same with its threadpool paused after every decode (polling off)', async () => {
     setThreadpoolPolling(false);
     try {

@@ -90,11 +90,12 @@ async function openLlama(sources: FrameModelSources, options: ort.InferenceSessi
   const llama = await getRuntime();
   const opened: Array<{ dispose(): Promise<void> }> = [];
   try {
-    const talker = await EmbedDecoder.open(llama, talkerFile.file, { contextSize: sources.talkerPositions, threads: sources.threads });
+    // Blocking decodes: the loop runs in the generator worker, which does nothing else meanwhile.
+    const talker = await EmbedDecoder.open(llama, talkerFile.file, { contextSize: sources.talkerPositions, threads: sources.threads, blocking: true });
     if (!talker) return NO_BINDING;
     opened.push(talker);
     const groups = codes.length;
-    const predictor = (await EmbedDecoder.open(llama, predictorFile.file, { contextSize: groups, threads: sources.threads, heads: headsFile }))!;
+    const predictor = (await EmbedDecoder.open(llama, predictorFile.file, { contextSize: groups, threads: sources.threads, heads: headsFile, blocking: true }))!;
     opened.push(predictor);
     const published = onnxProto.onnx.ModelProto.decode(await readFile(sources.predictor));
     await inlineExternalData(published, path.dirname(sources.predictor));

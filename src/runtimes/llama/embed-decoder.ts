@@ -26,6 +26,8 @@ export interface EmbedDecodeResult {
 interface NativeEmbedModel {
   load(): Promise<{ width: number; hiddenWidth: number; vocab: number; heads: number; headRows: number }>;
   decode(rows: Float32Array, count: number, position: number, logitsFrom: number, logitsTo: number, head: number): Promise<EmbedDecodeResult>;
+  /** The same on the calling thread (binaries built before it lack it). */
+  decodeSync?(rows: Float32Array, count: number, position: number, logitsFrom: number, logitsTo: number, head: number): EmbedDecodeResult;
   truncate(position: number): void;
   dispose(): Promise<void>;
 }
@@ -55,6 +57,8 @@ export class EmbedDecoder {
     private readonly native: NativeEmbedModel,
     shape: { width: number; hiddenWidth: number; vocab: number; heads: number; headRows: number },
     contextSize: number,
+    /** Whether decodes run on the calling thread (open's `blocking`, where the binary can). */
+    readonly blocking: boolean,
   ) {
     this.width = shape.width;
     this.hiddenWidth = shape.hiddenWidth;
@@ -74,14 +78,19 @@ export class EmbedDecoder {
    * `heads`: a GGUF file of extra output heads over the hidden state
    * (tensors head.0 …, each [width, rows]), which a decode may score with
    * in place of the model's own output (lserveEmbedDecode.cpp).
+   * `blocking`: each decode runs on the calling thread, which waits for it,
+   * instead of on libuv's pool with its result sent back: for a worker
+   * thread that does nothing else meanwhile (Qwen3-TTS's frame loop: 16
+   * decodes a frame, the predictor's 15 taking ≈ 2 ms less a frame). Never
+   * on a thread that serves anything.
    */
-  static async open(llama: Llama, file: string, options: { contextSize: number; threads: number; batchSize?: number; poll?: boolean; heads?: string }): Promise<EmbedDecoder | undefined> {
+  static async open(llama: Llama, file: string, options: { contextSize: number; threads: number; batchSize?: number; poll?: boolean; heads?: string; blocking?: boolean }): Promise<EmbedDecoder | undefined> {
     const Native = embedModelBinding(llama);
     if (!Native) return undefined;
     const batchSize = options.batchSize ?? Math.min(options.contextSize, 512);
     const native = new Native(file, { contextSize: options.contextSize, batchSize, threads: options.threads, poll: options.poll ?? false, heads: options.heads });
     try {
-      return new EmbedDecoder(native, await native.load(), options.contextSize);
+      return new EmbedDecoder(native, await native.load(), options.contextSize, options.blocking === true && typeof native.decodeSync === 'function');
     } catch (error) {
       await native.dispose();
       throw error;
@@ -104,7 +113,8 @@ export class EmbedDecoder {
    */
   decode(rows: Float32Array, count: number, position: number, logits?: { from: number; to: number }, head = -1): Promise<EmbedDecodeResult> {
     return this.enqueue(async () => {
-      const result = await this.native.decode(rows, count, position, logits?.from ?? 0, logits?.to ?? (head >= 0 ? this.heads.rows : this.vocab), head);
+      const args = [rows, count, position, logits?.from ?? 0, logits?.to ?? (head >= 0 ? this.heads.rows : this.vocab), head] as const;
+      const result = this.blocking ? this.native.decodeSync!(...args) : await this.native.decode(...args);
       this.cached = position + count;
       return result;
     });

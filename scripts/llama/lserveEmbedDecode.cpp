@@ -3,7 +3,7 @@
 //
 //   new LserveEmbedModel(path, { contextSize, batchSize, threads, poll?, heads? })
 //   load() -> Promise<{ width, hiddenWidth, vocab, heads, headRows }>
-//   decode(rows: Float32Array, count, position, logitsFrom, logitsTo, head = -1)
+//   decode(rows: Float32Array, count, position, logitsFrom, logitsTo, head = -1, spin = false)
 //       -> Promise<{ hidden: Float32Array, logits: Float32Array }>
 //   decodeSync(…the same) -> { hidden, logits }, on the calling thread
 //   truncate(position)
@@ -420,6 +420,9 @@ struct DecodeCall {
     int32_t logitsFrom;
     int32_t logitsTo;
     int32_t head;
+    // The pool's workers keep polling after this decode, for one that follows at once (they sleep by
+    // themselves after llama.cpp's polling rounds); otherwise they sleep as it ends, unless the model polls.
+    bool spin = false;
     std::vector<float> hidden;
     std::vector<float> logits;
     // llama_decode's status where it failed, for the error's `code`.
@@ -470,7 +473,7 @@ struct DecodeCall {
                     }
                 }
             }
-            if (model->pool != nullptr && model->pool->pause != nullptr && !(model->poll && lserveThreadpoolPolling())) {
+            if (model->pool != nullptr && model->pool->pause != nullptr && !spin && !(model->poll && lserveThreadpoolPolling())) {
                 model->pool->pause(model->pool->pool);
             }
         }
@@ -572,7 +575,10 @@ std::unique_ptr<Napi::Error> EmbedModel::decodeCall(const Napi::CallbackInfo& in
         return fail(Napi::Error::New(env, disposed ? "the model is disposed" : "the model is not loaded (await load() first)"));
     }
     if (info.Length() < 5 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
-        return fail(Napi::TypeError::New(env, "decode(rows: Float32Array, count, position, logitsFrom, logitsTo, head = -1)"));
+        return fail(Napi::TypeError::New(env, "decode(rows: Float32Array, count, position, logitsFrom, logitsTo, head = -1, spin = false)"));
+    }
+    if (info.Length() > 6 && !info[6].IsUndefined() && !info[6].IsBoolean()) {
+        return fail(Napi::TypeError::New(env, "spin must be a boolean"));
     }
     int32_t head = -1;
     const int32_t headCount = heads ? int32_t(heads->graphs.size()) : 0;
@@ -601,6 +607,7 @@ std::unique_ptr<Napi::Error> EmbedModel::decodeCall(const Napi::CallbackInfo& in
     call.logitsFrom = from;
     call.logitsTo = to;
     call.head = head;
+    call.spin = info.Length() > 6 && info[6].IsBoolean() && info[6].As<Napi::Boolean>().Value();
     return nullptr;
 }
 

@@ -209,6 +209,7 @@ describe.skipIf(!home)(`decoding a GGUF model from input embeddings${home ? '' :
       [() => decoder.decode(one, 1, position, { from: 0, to: decoder.vocab + 1 }), /from < to <= vocab/],
       [() => decoder.decode(one, 1, position + 1), new RegExp(`cache holds positions 0 to ${position - 1}`)],
       [() => decoder.decode(one, 1, position - 1), new RegExp(`truncate\\(${position - 1}\\) first`)],
+      [() => decoder.decode(one, 1, position, undefined, -1, 1 as unknown as boolean), /spin must be a boolean/],
       [() => decoder.truncate(-1), /truncate\(position\)/],
     ];
     for (const [call, message] of bad) await expect(call()).rejects.toThrow(message);
@@ -241,12 +242,12 @@ describe.skipIf(!home)(`decoding a GGUF model from input embeddings${home ? '' :
     }
   });
 
-  it('decodes the same with its threadpool paused after every decode (polling off)', async () => {
+  it('decodes the same with its threadpool paused after every decode (polling off), or left polling (spin)', async () => {
     setThreadpoolPolling(false);
     try {
-      for (let i = 0; i < 3; i++) {
+      for (let i = 0; i < 4; i++) {
         await decoder.truncate(cut);
-        expect(maxDifference((await decoder.decode(rows([other]), 1, cut)).logits, afterCut.logits)).toBeLessThan(1e-6);
+        expect(maxDifference((await decoder.decode(rows([other]), 1, cut, undefined, -1, i % 2 === 0)).logits, afterCut.logits)).toBeLessThan(1e-6);
       }
     } finally {
       setThreadpoolPolling(true);

@@ -25,9 +25,9 @@ export interface EmbedDecodeResult {
 
 interface NativeEmbedModel {
   load(): Promise<{ width: number; hiddenWidth: number; vocab: number; heads: number; headRows: number }>;
-  decode(rows: Float32Array, count: number, position: number, logitsFrom: number, logitsTo: number, head: number): Promise<EmbedDecodeResult>;
+  decode(rows: Float32Array, count: number, position: number, logitsFrom: number, logitsTo: number, head: number, spin: boolean): Promise<EmbedDecodeResult>;
   /** The same on the calling thread (binaries built before it lack it). */
-  decodeSync?(rows: Float32Array, count: number, position: number, logitsFrom: number, logitsTo: number, head: number): EmbedDecodeResult;
+  decodeSync?(rows: Float32Array, count: number, position: number, logitsFrom: number, logitsTo: number, head: number, spin: boolean): EmbedDecodeResult;
   truncate(position: number): void;
   dispose(): Promise<void>;
 }
@@ -109,11 +109,14 @@ export class EmbedDecoder {
    * hidden state and its logits in `logits` (default: the whole vocabulary),
    * from the model's output or, where `head` ≥ 0, from that extra head alone.
    * A failed decode rejects (a llama_decode failure with its `code`) and
-   * leaves the cache as it was.
+   * leaves the cache as it was. `spin`: the pool's workers keep polling
+   * after it, for a decode that follows at once (the code predictor's next
+   * step), instead of sleeping as it ends; they sleep after llama.cpp's
+   * polling rounds, or with the next decode made without it.
    */
-  decode(rows: Float32Array, count: number, position: number, logits?: { from: number; to: number }, head = -1): Promise<EmbedDecodeResult> {
+  decode(rows: Float32Array, count: number, position: number, logits?: { from: number; to: number }, head = -1, spin = false): Promise<EmbedDecodeResult> {
     return this.enqueue(async () => {
-      const args = [rows, count, position, logits?.from ?? 0, logits?.to ?? (head >= 0 ? this.heads.rows : this.vocab), head] as const;
+      const args = [rows, count, position, logits?.from ?? 0, logits?.to ?? (head >= 0 ? this.heads.rows : this.vocab), head, spin] as const;
       const result = this.blocking ? this.native.decodeSync!(...args) : await this.native.decode(...args);
       this.cached = position + count;
       return result;

@@ -59,11 +59,13 @@ export class LlamaPredictor implements FramePredictor {
     rows.set(await front.stateRow(hidden), 0);
     rows.set(row(1), width);
     await decoder.truncate(0);
-    let out = await decoder.decode(rows, 2, 0);
+    // The pool polls between a frame's steps and sleeps after its last (the codec decoder may run next).
+    const last = codes.length - 1;
+    let out = await decoder.decode(rows, 2, 0, undefined, -1, last > 1);
     for (let g = 1; g < codes.length; g++) {
       if (g > 1) {
         if (aborted()) return false;
-        out = await decoder.decode(row(g), 1, g, undefined, g - 1);
+        out = await decoder.decode(row(g), 1, g, undefined, g - 1, g < last);
       }
       codes[g] = BigInt(draw(out.logits));
     }

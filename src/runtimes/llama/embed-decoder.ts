@@ -68,7 +68,7 @@ export class EmbedDecoder {
   }
 
   /**
-   * Loads `file` (memory-mapped, on the CPU) with a context of `contextSize`
+   * Loads `file` (read into memory, not mapped; on the CPU) with a context of `contextSize`
    * positions that decodes up to `batchSize` rows a graph (default: all of
    * the context, up to 512); undefined where `llama`'s binary lacks the binding.
    * `poll`: the pool's workers spin after a decode (while setThreadpoolPolling

@@ -1,3 +1,4 @@
+import { concatFloats } from '../../runtimes/onnx/float-io.js';
 import type { Feed, OnnxSession } from '../../runtimes/onnx/session.js';
 import { decoderLookBack, type CodecConfig } from './codec-config.js';
 import { DECODER_IO } from './prepared/decoder-graph.js';
@@ -220,7 +221,7 @@ export class StreamingCodecDecoder implements BlockDecoder {
           // Context frames before the block: decoded for their state, their samples dropped.
           parts.push(samples.subarray(Math.max(0, from - start) * this.samplesPerFrame));
         }
-        return parts.length === 1 ? parts[0]! : concat(parts);
+        return parts.length === 1 ? parts[0]! : concatFloats(parts);
       },
       // A session released under a running utterance (an unload) has nothing left to drop.
       end: () => this.session.dropKept(prefix).catch(() => undefined),
@@ -230,12 +231,6 @@ export class StreamingCodecDecoder implements BlockDecoder {
   release(): Promise<void> {
     return this.session.release();
   }
-}
-
-function concat(parts: Float32Array[]): Float32Array {
-  const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  parts.reduce((at, p) => (all.set(p, at), at + p.length), 0);
-  return all;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { resolveNpmFile } from '../../core/npm-files.js';
 import { startModuleWorker } from '../../runtimes/launch/module-entry.js';
+import { concatFloats } from '../../runtimes/onnx/float-io.js';
 import { WorkerCalls } from '../../runtimes/worker/worker-calls.js';
 
 /**
@@ -199,13 +200,7 @@ export class VadStream {
     try {
       const results = await Promise.all(chunks);
       if (results.length === 1) return results[0]!;
-      const all = new Float32Array(results.reduce((n, r) => n + r.length, 0));
-      let at = 0;
-      for (const r of results) {
-        all.set(r, at);
-        at += r.length;
-      }
-      return all;
+      return concatFloats(results);
     } catch (error) {
       // The worker's state for this stream is gone or stale: start the next window afresh.
       this.reset();

@@ -1,3 +1,4 @@
+import { concatFloats } from '../../runtimes/onnx/float-io.js';
 import type { OnnxSession, Tensor } from '../../runtimes/onnx/session.js';
 import type { LazySession } from '../../runtimes/onnx/lazy-session.js';
 import type { ClipTokenizer } from './clip-tokenizer.js';
@@ -86,8 +87,7 @@ export class DiffusionPipeline implements DiffusionGraphs, ImagePipeline {
       [, length = 0, width = 0] = tensor.dims;
       states.push(asFloats(tensor, 'text encoder'));
     }
-    const joined = new Float32Array(states.reduce((n, s) => n + s.length, 0));
-    states.reduce((at, s) => (joined.set(s, at), at + s.length), 0);
+    const joined = concatFloats(states);
     const key = `text:${keptCounter++}`;
     let sent = false;
     const context = () => {

@@ -32,3 +32,14 @@ export function readFloats(type: string, data: unknown, from = 0, to?: number): 
   // A platform Float16Array holds numbers already.
   return Float32Array.from((data as ArrayLike<number> & { subarray(a: number, b?: number): ArrayLike<number> }).subarray(from, to));
 }
+
+/** Float arrays one after another in a new one (a graph's outputs over several runs, blocks of samples). */
+export function concatFloats(parts: readonly Float32Array[]): Float32Array {
+  const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return all;
+}

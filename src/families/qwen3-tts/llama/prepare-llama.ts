@@ -6,7 +6,7 @@ import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
 import { EmbedDecoder, embedModelBinding } from '../../../runtimes/llama/embed-decoder.js';
 import { getRuntime } from '../../../runtimes/llama/runtime.js';
-import { readFloats } from '../../../runtimes/onnx/float-io.js';
+import { concatFloats, readFloats } from '../../../runtimes/onnx/float-io.js';
 import { halvesToFloats } from '../../../runtimes/onnx/float16.js';
 import { OnnxTalker } from '../talker.js';
 import { Rng } from '../sampling.js';
@@ -117,7 +117,7 @@ async function probeTalker(converted: LlamaTalker, sources: LlamaSources, config
       expected.push((await reference.step(slice, count, past)).logits.slice());
       actual.push((await converted.step(slice, count, past)).logits.slice());
     }
-    return agreement(concat(expected), concat(actual), runs.length, config.talker);
+    return agreement(concatFloats(expected), concatFloats(actual), runs.length, config.talker);
   } finally {
     await Promise.all([published.release(), residual.release(), converted.release()]);
   }
@@ -137,7 +137,7 @@ async function probePredictor(decoder: EmbedDecoder, front: PredictorFront, file
     frame[0] = BigInt(codes[0]!);
     // Each group draws the probe's own code, so every row reads the same codes as the published run.
     await converted.frame(hidden, (logits) => (rows.push(logits.slice()), codes[rows.length]!), () => false);
-    return agreement(expected, concat(rows), config.groups - 1, config.predictor);
+    return agreement(expected, concatFloats(rows), config.groups - 1, config.predictor);
   } finally {
     await Promise.all([published.release(), converted.release()]);
   }
@@ -145,10 +145,4 @@ async function probePredictor(decoder: EmbedDecoder, front: PredictorFront, file
 
 function agreement(expected: Float32Array, actual: Float32Array, rows: number, sampling: Sampling): LlamaAgreement {
   return { logits: relativeDifference(expected, actual), sampling: samplingDistance(expected, actual, rows, sampling) };
-}
-
-function concat(parts: Float32Array[]): Float32Array {
-  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  parts.reduce((offset, p) => (out.set(p, offset), offset + p.length), 0);
-  return out;
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 import type { onnx as OnnxTypes } from 'onnx-proto';
-import { readFloats } from '../../../runtimes/onnx/float-io.js';
+import { concatFloats, readFloats } from '../../../runtimes/onnx/float-io.js';
 import { floatsToHalves } from '../../../runtimes/onnx/float16.js';
 import { buildCachedPredictor, CACHED_IO, type PredictorDims } from './predictor-graph.js';
 import { readPredictorWeights, UnpreparableGraph } from './predictor-weights.js';
@@ -129,9 +129,7 @@ async function cachedLogits(session: ort.InferenceSession, probe: Probe, dims: P
       for (const part of ['key', 'value'] as const) cache[CACHED_IO.past(layer, part)] = out[CACHED_IO.present(layer, part)]!;
     }
   }
-  const all = new Float32Array(rows.reduce((n, r) => n + r.length, 0));
-  rows.reduce((offset, r) => (all.set(r, offset), offset + r.length), 0);
-  return all;
+  return concatFloats(rows);
 }
 
 /** Mean over `rows` of the total variation distance between softmax(top-k(logits) / T) of `a` and of `b`. */

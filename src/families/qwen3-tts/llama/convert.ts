@@ -1,5 +1,5 @@
 import { TensorType, ValueType, writeGgufFile, type Metadata, type MetadataValue, type TensorSpec } from '../../../runtimes/llama/gguf-write.js';
-import { graphWeights, readPredictorWeights, UnpreparableGraph, type LayerWeights, type Tensor } from '../prepared/predictor-weights.js';
+import { graphWeights, UnpreparableGraph, type LayerWeights, type PredictorWeights, type Tensor } from '../prepared/predictor-weights.js';
 import type { onnx as OnnxTypes } from 'onnx-proto';
 import { linearShape, linearTensor, normTensor, zeroTable, type GgufTensor } from './gguf-tensors.js';
 
@@ -48,9 +48,8 @@ export async function convertTalker(model: OnnxTypes.IModelProto, file: string, 
   return writeDecoder(file, decoder, norms);
 }
 
-/** Writes the code predictor of `model` (code_predictor) as GGUF, its first head the model's output, and all its heads to `headsFile`. */
-export async function convertPredictor(model: OnnxTypes.IModelProto, groups: number, file: string, headsFile: string, norms: DecoderNorms): Promise<DecoderDims> {
-  const weights = readPredictorWeights(model, groups);
+/** Writes the code predictor (its weights, readPredictorWeights) as GGUF, its first head the model's output, and all its heads to `headsFile`. */
+export async function convertPredictor(weights: PredictorWeights, file: string, headsFile: string, norms: DecoderNorms): Promise<DecoderDims> {
   const heads = weights.heads.map(linearTensor);
   if (heads.some((h) => h.dims.join() !== heads[0]!.dims.join())) throw new UnpreparableGraph('the code predictor heads differ in shape');
   const specs = heads.map((h, g): TensorSpec => ({ name: `head.${g}`, dims: h.dims, type: h.type }));

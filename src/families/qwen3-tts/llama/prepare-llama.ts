@@ -65,14 +65,15 @@ export async function prepareLlamaDecoders(sources: LlamaSources, config: TtsCon
     const [{ model: talkerModel, source: talkerSource }, { model: predictorModel, source: predictorSource }] = await Promise.all([decode(sources.talker), decode(sources.predictor)]);
     const talkerDims = await convertTalker(talkerModel, partial(files.talker), { ...config.talkerNorms, contextLength: config.maxPositions });
     const predictorNorms = { ropeTheta: config.predictorDims.ropeTheta, eps: config.predictorDims.eps, contextLength: config.groups };
-    const predictorDims = await convertPredictor(predictorModel, config.groups, partial(files.predictor), partial(files.heads), predictorNorms);
+    const predictorWeights = readPredictorWeights(predictorModel, config.groups);
+    const predictorDims = await convertPredictor(predictorWeights, partial(files.predictor), partial(files.heads), predictorNorms);
     const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' };
     const talker = await EmbedDecoder.open(llama, partial(files.talker), { contextSize: PROBE_PREFILL + PROBE_STEPS, threads });
     if (!talker) throw new UnpreparableGraph(NO_BINDING);
     const talkerAgreement = await probeTalker(new LlamaTalker(talker), sources, config, options);
     if (!(talkerAgreement.logits <= LLAMA_TOLERANCE)) throw new UnpreparableGraph(`the converted talker does not reproduce the published graph (largest logit difference ${pct(talkerAgreement.logits)} of the largest logit)`);
     const predictor = (await EmbedDecoder.open(llama, partial(files.predictor), { contextSize: config.groups, threads, heads: partial(files.heads) }))!;
-    const front = await PredictorFront.open(readPredictorWeights(predictorModel, config.groups), predictorModel.opsetImport ?? [], config.groups, predictorDims.vocab, options);
+    const front = await PredictorFront.open(predictorWeights, predictorModel.opsetImport ?? [], config.groups, predictorDims.vocab, options);
     const predictorAgreement = await probePredictor(predictor, front, sources.predictor, config, options);
     if (!(predictorAgreement.logits <= LLAMA_TOLERANCE)) throw new UnpreparableGraph(`the converted code predictor does not reproduce the published graph (largest logit difference ${pct(predictorAgreement.logits)} of the largest logit)`);
     for (const file of Object.values(files)) await rename(partial(file), file);

@@ -8,10 +8,15 @@
  * look-back in the export's 25-frame calls; the server before the streaming
  * decoder), `onnx` — the loop on ONNX Runtime with the streaming decoder,
  * and `llama` — what the server runs by default: the loop on llama.cpp.
- * Per server, a warm-up request (the load), then REPS one-shot `POST
- * /v1/audio/speech` (`response_format: "pcm"`, streamed as it is made)
- * and REPS stream jobs (`stream: true`, then GET of its stream_url), timed
- * at the client: first byte, total, and RTF = total ÷ the audio's length.
+ * Every variant's server is started and warmed up (the load) first; then
+ * each round times, variant after variant (the order turned each round), a
+ * one-shot `POST /v1/audio/speech` (`response_format: "pcm"`, streamed as
+ * it is made) and a stream job (`stream: true`, then GET of its
+ * stream_url), at the client: first byte, total, and RTF = total ÷ the
+ * audio's length. Interleaved rounds see the same machine: on a shared
+ * host whose speed drifts over minutes, variants run one after another
+ * would not, and their ratio would carry the drift. The ratios are given
+ * per round (medians of the rounds' ratios) beside the ratio of medians.
  * The built CLI (`npm run build`) is what serves.
  *
  *   npx tsx bench/tts/http.ts [--reps 3] [--threads 2] [--frames 25] [--variants fixed-decoder,onnx,llama]
@@ -74,26 +79,28 @@ async function streamJob(base: string): Promise<Timing> {
   return drain(await fetch(`${base}${job.stream_url}`), started);
 }
 
-async function variant(home: string, name: Variant): Promise<{ oneShot: Timing[]; jobs: Timing[] }> {
-  const server = await startLserve(home, ['--threads', args.threads, '--keep-alive', '-1'], VARIANTS[name]);
-  try {
-    const warm = await oneShot(server.base);
-    const shots: Timing[] = [];
-    const jobs: Timing[] = [];
-    for (let i = 0; i < reps; i++) {
-      shots.push(await oneShot(server.base));
-      jobs.push(await streamJob(server.base));
-    }
-    const line = server.logs.find((l) => l.line.includes(`${MODEL}: `) && l.line.includes('model loaded'))?.line ?? '';
-    const s = (xs: Timing[], get: (t: Timing) => number) => `${fmt(median(xs.map(get)), 2)} (${xs.map((t) => fmt(get(t), 2)).join(' / ')})`;
-    console.log(`${name}: load + first speech ${fmt(warm.total, 1)} s; ${fmt(shots[0]!.audio, 2)} s of audio`);
-    console.log(`  one-shot: first byte ${s(shots, (t) => t.firstByte)} s, total ${s(shots, (t) => t.total)} s, RTF ${s(shots, (t) => t.total / t.audio)}`);
-    console.log(`  stream job: first byte ${s(jobs, (t) => t.firstByte)} s, RTF ${s(jobs, (t) => t.total / t.audio)}`);
-    if (line) console.log(`  ${line.replace(/^.*?qwen3-tts /, 'qwen3-tts ')}`);
-    return { oneShot: shots, jobs };
-  } finally {
-    await stopLserve(server);
-  }
+interface Results {
+  oneShot: Timing[];
+  jobs: Timing[];
+}
+
+const rtf = (t: Timing) => t.total / t.audio;
+
+function report(name: Variant, warm: Timing, results: Results, loadLine: string): void {
+  const s = (xs: Timing[], get: (t: Timing) => number) => `${fmt(median(xs.map(get)), 2)} (${xs.map((t) => fmt(get(t), 2)).join(' / ')})`;
+  console.log(`${name}: load + first speech ${fmt(warm.total, 1)} s; ${fmt(results.oneShot[0]!.audio, 2)} s of audio`);
+  console.log(`  one-shot: first byte ${s(results.oneShot, (t) => t.firstByte)} s, total ${s(results.oneShot, (t) => t.total)} s, RTF ${s(results.oneShot, rtf)}`);
+  console.log(`  stream job: first byte ${s(results.jobs, (t) => t.firstByte)} s, RTF ${s(results.jobs, rtf)}`);
+  if (loadLine) console.log(`  ${loadLine.replace(/^.*?qwen3-tts /, 'qwen3-tts ')}`);
+}
+
+/** `last` against `before`: the ratio of the medians, and the median of the rounds' own ratios. */
+function compare(lastName: Variant, last: Results, name: Variant, before: Results): void {
+  const ratios = (a: Timing[], b: Timing[], get: (t: Timing) => number) => {
+    const perRound = a.map((t, i) => get(t) / get(b[i]!));
+    return `${fmt(median(a.map(get)) / median(b.map(get)), 2)} (rounds: median ${fmt(median(perRound), 2)}, worst ${fmt(Math.max(...perRound), 2)})`;
+  };
+  console.log(`${lastName} ÷ ${name}: one-shot RTF ${ratios(last.oneShot, before.oneShot, rtf)}, first byte ${ratios(last.oneShot, before.oneShot, (t) => t.firstByte)}, stream job RTF ${ratios(last.jobs, before.jobs, rtf)}`);
 }
 
 console.log(`lserve Qwen3-TTS over HTTP: 0.6B-sized int4 export, ${args.threads} threads, up to ${args.frames} frames, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.availableParallelism()}, load average ${load()}`);
@@ -103,13 +110,27 @@ try {
   const pulled = await runLserve(home, ['pull', model.dir, '--kind', 'tts', '--id', MODEL]);
   if (pulled.code !== 0) throw new Error(`pull failed: ${pulled.output}`);
   console.log(pulled.output.trim().split('\n').filter((l) => /^\s+[\w ]+: /.test(l)).join('\n'));
-  const results = new Map<Variant, { oneShot: Timing[]; jobs: Timing[] }>();
-  for (const name of variants) results.set(name, await variant(home, name));
-  const rtf = (xs: Timing[]) => median(xs.map((t) => t.total / t.audio));
-  const last = results.get(variants.at(-1)!)!;
-  for (const [name, before] of results) {
-    if (before === last) continue;
-    console.log(`${variants.at(-1)} ÷ ${name}: one-shot RTF ${fmt(rtf(last.oneShot) / rtf(before.oneShot), 2)}, first byte ${fmt(median(last.oneShot.map((t) => t.firstByte)) / median(before.oneShot.map((t) => t.firstByte)), 2)}, stream job RTF ${fmt(rtf(last.jobs) / rtf(before.jobs), 2)}`);
+  const servers: Array<{ name: Variant; server: Awaited<ReturnType<typeof startLserve>>; warm: Timing; results: Results }> = [];
+  try {
+    for (const name of variants) {
+      const server = await startLserve(home, ['--threads', args.threads, '--keep-alive', '-1'], VARIANTS[name]);
+      servers.push({ name, server, warm: { firstByte: 0, total: 0, audio: 0 }, results: { oneShot: [], jobs: [] } });
+      servers.at(-1)!.warm = await oneShot(server.base);
+    }
+    for (let round = 0; round < reps; round++) {
+      for (let i = 0; i < servers.length; i++) {
+        const { server, results } = servers[(round + i) % servers.length]!;
+        results.oneShot.push(await oneShot(server.base));
+        results.jobs.push(await streamJob(server.base));
+      }
+    }
+    for (const { name, server, warm, results } of servers) {
+      report(name, warm, results, server.logs.find((l) => l.line.includes(`${MODEL}: `) && l.line.includes('model loaded'))?.line ?? '');
+    }
+    const last = servers.at(-1)!;
+    for (const { name, results } of servers.slice(0, -1)) compare(last.name, last.results, name, results);
+  } finally {
+    await Promise.all(servers.map(({ server }) => stopLserve(server)));
   }
 } finally {
   await rm(home, { recursive: true, force: true });

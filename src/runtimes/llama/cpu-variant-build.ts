@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { run, succeeds } from './build-process.js';
 
 /**
@@ -13,7 +15,8 @@ import { run, succeeds } from './build-process.js';
  * at hand, and replace the prebuilt files of the same names; the other
  * variants stay node-llama-cpp's, and ggml still keeps whichever variant in
  * the folder fits the CPU best. Only the variants are built: they link the
- * prebuilt libggml-base.so, whose ABI is the same source's.
+ * prebuilt libggml-base.so, whose ABI is the same source's. ggml-cpu.patch
+ * changes one kernel of theirs (docs/llama-binary.md, "Own CPU variants").
  */
 
 /** Which variants lserve builds, and why these: docs/llama-binary.md ("Own CPU variants"). */
@@ -47,8 +50,11 @@ const CMAKE_OPTIONS = [
   'LLAMA_BUILD_SERVER=OFF',
 ];
 
+/** lserve's change to the variants' source: a 512-bit GEMV for 4-bit weights (docs/llama-binary.md). */
+const GGML_CPU_PATCH = fileURLToPath(new URL('../../../scripts/llama/ggml-cpu.patch', import.meta.url));
+
 /** What the variants are built from beyond llama.cpp's source, for the addon's key (addonKey). */
-export const CPU_VARIANT_RECIPE = `${BUILT_CPU_VARIANTS.join(',')}\0${CMAKE_OPTIONS.join('\0')}`;
+export const CPU_VARIANT_RECIPE = `${BUILT_CPU_VARIANTS.join(',')}\0${CMAKE_OPTIONS.join('\0')}\0${readFileSync(GGML_CPU_PATCH, 'utf8')}`;
 
 /** Whether this platform has variants lserve builds: ggml's x86 levels, on Linux. */
 export function buildsCpuVariants(): boolean {
@@ -61,10 +67,12 @@ export async function missingCpuVariantTools(): Promise<string[]> {
 }
 
 /**
- * Configures llama.cpp's full checkout `source` in `build` and builds each
+ * Patches llama.cpp's full checkout `source` (a git clone) with
+ * ggml-cpu.patch, configures it in `build` and builds each
  * variant there, at low priority, into `dest` as libggml-cpu-<variant>.so.
  */
 export async function buildCpuVariants(source: string, build: string, dest: string, variants: readonly string[], progress: (message: string) => void): Promise<void> {
+  await run('git', ['-C', source, 'apply', '-p1', GGML_CPU_PATCH]);
   await run('cmake', ['-S', source, '-B', build, ...CMAKE_OPTIONS.map((option) => `-D${option}`)], undefined, true);
   const target = async (name: string) => {
     const started = Date.now();

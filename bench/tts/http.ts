@@ -25,7 +25,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { runLserve, startLserve, stopLserve } from '../load/lserve.js';
+import { runLserve, startLserve, stopLserve, type Server } from '../load/lserve.js';
 import { fmt, median, SENTENCE } from './loop.js';
 import { writeBenchModel } from './model.js';
 
@@ -110,12 +110,13 @@ try {
   const pulled = await runLserve(home, ['pull', model.dir, '--kind', 'tts', '--id', MODEL]);
   if (pulled.code !== 0) throw new Error(`pull failed: ${pulled.output}`);
   console.log(pulled.output.trim().split('\n').filter((l) => /^\s+[\w ]+: /.test(l)).join('\n'));
-  const servers: Array<{ name: Variant; server: Awaited<ReturnType<typeof startLserve>>; warm: Timing; results: Results }> = [];
+  type Running = { name: Variant; server: Server; warm?: Timing; results: Results };
+  const servers: Running[] = [];
   try {
     for (const name of variants) {
-      const server = await startLserve(home, ['--threads', args.threads, '--keep-alive', '-1'], VARIANTS[name]);
-      servers.push({ name, server, warm: { firstByte: 0, total: 0, audio: 0 }, results: { oneShot: [], jobs: [] } });
-      servers.at(-1)!.warm = await oneShot(server.base);
+      const running: Running = { name, server: await startLserve(home, ['--threads', args.threads, '--keep-alive', '-1'], VARIANTS[name]), results: { oneShot: [], jobs: [] } };
+      servers.push(running);
+      running.warm = await oneShot(running.server.base);
     }
     for (let round = 0; round < reps; round++) {
       for (let i = 0; i < servers.length; i++) {
@@ -125,7 +126,7 @@ try {
       }
     }
     for (const { name, server, warm, results } of servers) {
-      report(name, warm, results, server.logs.find((l) => l.line.includes(`${MODEL}: `) && l.line.includes('model loaded'))?.line ?? '');
+      report(name, warm!, results, server.logs.find((l) => l.line.includes(`${MODEL}: `) && l.line.includes('model loaded'))?.line ?? '');
     }
     const last = servers.at(-1)!;
     for (const { name, results } of servers.slice(0, -1)) compare(last.name, last.results, name, results);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createStretcher, stretch, stretchedLength } from '../../src/audio/stretch.js';
+import { concatFloats } from '../../src/runtimes/onnx/float-io.js';
 import { peakHz } from '../helpers/signal.js';
 
 /**
@@ -44,13 +45,7 @@ function pushAll(x: Float32Array, speed: number, block: number): Float32Array {
   const parts: Float32Array[] = [];
   for (let i = 0; i < x.length; i += block) parts.push(stretcher.push(x.subarray(i, i + block)));
   parts.push(stretcher.flush());
-  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return concatFloats(parts);
 }
 
 const SPEEDS = [0.25, 0.5, 1.5, 2, 4];
